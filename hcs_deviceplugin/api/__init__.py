@@ -1,0 +1,1 @@
+"""Generated gRPC stubs for the kubelet APIs we speak (see ``regenerate.py``)."""

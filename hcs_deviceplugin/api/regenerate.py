@@ -1,0 +1,84 @@
+"""Regenerate the gRPC stubs in this package from ``proto/``.
+
+Run ``python -m hcs_deviceplugin.api.regenerate`` from the repository root after changing a
+``.proto`` file. The protos are compiled under the virtual root ``hcs_deviceplugin/api`` so that the
+two files literally named ``api.proto`` get distinct descriptor-pool names and the generated modules
+import each other by their real package path. Typed stubs (``.pyi``) come from mypy-protobuf so that
+``mypy --strict`` checks every use of a message or stub.
+
+A test calls :func:`generate` into a temporary directory and compares the result with the committed
+files, so a stale stub fails CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+PROTO_FILES = (
+    "deviceplugin/v1beta1/api.proto",
+    "podresources/v1/api.proto",
+)
+VIRTUAL_ROOT = "hcs_deviceplugin/api"
+GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+
+
+def repository_root() -> Path:
+    """The checkout root: two levels above this package."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _plugin(name: str) -> str:
+    found = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(found).exists():
+        raise SystemExit(f"{name} not found: install the dev extras (mypy-protobuf)")
+    return found
+
+
+def generate(out_dir: Path, proto_dir: Path | None = None) -> list[Path]:
+    """Compile every proto into ``out_dir`` (a tree rooted like the repository) and list the files."""
+    from grpc_tools import protoc  # dev-only dependency: imported where it is needed
+
+    proto_root = proto_dir or repository_root() / "proto"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    include = Path(protoc.__file__).parent / "_proto"
+    args = [
+        "grpc_tools.protoc",
+        f"-I{VIRTUAL_ROOT}={proto_root}",
+        f"-I{include}",
+        f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
+        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+        f"--python_out={out_dir}",
+        f"--grpc_python_out={out_dir}",
+        f"--mypy_out=quiet:{out_dir}",
+        f"--mypy_grpc_out=quiet:{out_dir}",
+    ]
+    args += [f"{VIRTUAL_ROOT}/{name}" for name in PROTO_FILES]
+    if protoc.main(args) != 0:
+        raise RuntimeError("protoc failed; see its output above")
+    produced = sorted(
+        p for p in (out_dir / VIRTUAL_ROOT).rglob("*") if p.is_file() and p.name.endswith(GENERATED_SUFFIXES)
+    )
+    return produced
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=repository_root(), help="output root")
+    args = parser.parse_args(argv)
+    for path in generate(args.out):
+        print(path)
+    for package_dir in (
+        args.out / VIRTUAL_ROOT / "deviceplugin",
+        args.out / VIRTUAL_ROOT / "deviceplugin" / "v1beta1",
+        args.out / VIRTUAL_ROOT / "podresources",
+        args.out / VIRTUAL_ROOT / "podresources" / "v1",
+    ):
+        (package_dir / "__init__.py").touch()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,122 @@
+"""The Backend protocol every vendor implements, and loading backends from entry points.
+
+A backend only discovers, partitions, watches health and describes what a container needs; the core
+does everything else. Backends are found through the entry-point group ``hcs_deviceplugin.vendors``:
+each entry point names a factory ``create_backend(config: BackendConfig) -> Backend``. A factory that
+finds its library or sysfs missing raises :class:`BackendAbsent` with the reason, and the daemon goes
+on with the other backends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from hcs_deviceplugin.model import (
+    Card,
+    ContainerEdits,
+    HealthEvent,
+    Inventory,
+    LinkMatrix,
+    Partition,
+    Unit,
+)
+
+ENTRY_POINT_GROUP = "hcs_deviceplugin.vendors"
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The vendor interface, the whole of it (ARCHITECTURE.md)."""
+
+    name: str
+
+    def discover(self) -> Inventory:
+        """Cards, partitions and links on this node; never raises for one bad card."""
+        ...
+
+    def health_events(self) -> Iterator[HealthEvent]:
+        """A blocking stream of health changes; the core runs it in its own thread.
+
+        The iterator ends when the backend's ``BackendConfig.stop`` event is set.
+        """
+        ...
+
+    def container_edits(self, units: Sequence[Unit]) -> ContainerEdits:
+        """What a container needs for ``units`` (all of this backend). Pure: no I/O, no library call."""
+        ...
+
+    def links(self) -> LinkMatrix:
+        """Card-to-card link kind and bandwidth."""
+        ...
+
+    def partition(self, card: Card, profile: str, count: int) -> list[Partition]:
+        """Make ``card`` hold ``count`` partitions of ``profile``; raise NotSupportedError if it cannot."""
+        ...
+
+
+class BackendAbsent(Exception):
+    """The backend's library, driver or sysfs is not on this node; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """What the daemon hands every backend factory.
+
+    ``host_root`` prefixes every host path a backend reads (``/`` on a real node, a temp tree in tests).
+    ``options`` are backend-specific settings from the command line (``--backend-option name.key=value``).
+    ``stop`` is set when the daemon shuts down; health streams must end soon after.
+    """
+
+    host_root: Path = Path("/")
+    options: Mapping[str, str] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+BackendFactory = Callable[[BackendConfig], Backend]
+
+
+def available_backend_names() -> list[str]:
+    """Names of every backend installed through the entry-point group."""
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def load_factory(name: str) -> BackendFactory:
+    """The factory registered under ``name``; KeyError if no entry point has that name."""
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            factory: BackendFactory = ep.load()
+            return factory
+    raise KeyError(f"no backend named {name!r} in entry-point group {ENTRY_POINT_GROUP}")
+
+
+@dataclass(frozen=True)
+class LoadedBackends:
+    """The result of starting the enabled backends: the ones running and why others are absent."""
+
+    running: Mapping[str, Backend]
+    absent: Mapping[str, str]
+
+
+def load_backends(names: Sequence[str], config_for: Callable[[str], BackendConfig]) -> LoadedBackends:
+    """Create each named backend; one that is absent or fails to start is reported, not fatal."""
+    running: dict[str, Backend] = {}
+    absent: dict[str, str] = {}
+    for name in names:
+        try:
+            factory = load_factory(name)
+            running[name] = factory(config_for(name))
+        except BackendAbsent as exc:
+            absent[name] = str(exc)
+            log.warning("backend %s absent: %s", name, exc)
+        except Exception as exc:  # a broken vendor must not take the daemon down
+            absent[name] = f"failed to start: {exc!r}"
+            log.exception("backend %s failed to start", name)
+    return LoadedBackends(running=running, absent=absent)

@@ -1,0 +1,189 @@
+"""Directory watching with Linux inotify through ctypes, with a bounded periodic fallback.
+
+Used for two things: noticing that kubelet recreated ``kubelet.sock`` (or removed our socket), and
+noticing that a mounted ConfigMap changed (kubelet swaps a ``..data`` symlink atomically, so we watch
+the directory, never the file). Inotify gives sub-millisecond latency; where it is unavailable
+(``inotify_init1`` fails, e.g. exhausted instances) :class:`DirectoryWatcher` still wakes at least
+every ``fallback_interval`` seconds (at most 1 s) so callers can re-check state themselves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import select
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+
+DIRECTORY_EVENTS = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+)
+
+_EVENT_HEADER = struct.Struct("iIII")
+
+
+@dataclass(frozen=True)
+class FsEvent:
+    """One inotify event: the name inside the watched directory ("" for the directory itself)."""
+
+    name: str
+    mask: int
+
+    @property
+    def created(self) -> bool:
+        return bool(self.mask & (IN_CREATE | IN_MOVED_TO))
+
+    @property
+    def removed(self) -> bool:
+        return bool(self.mask & (IN_DELETE | IN_MOVED_FROM))
+
+    @property
+    def overflow(self) -> bool:
+        return bool(self.mask & IN_Q_OVERFLOW)
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+    libc.inotify_init1.argtypes = [ctypes.c_int]
+    libc.inotify_init1.restype = ctypes.c_int
+    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    libc.inotify_add_watch.restype = ctypes.c_int
+    return libc
+
+
+_LIBC = _load_libc()
+
+
+class DirectoryWatcher:
+    """Calls ``on_events`` from its own thread whenever something changes in ``directory``.
+
+    ``on_events`` receives the batch of events read at once (empty on a fallback wake-up, which
+    happens every ``fallback_interval`` seconds so callers can re-check even without inotify). The
+    directory is created if missing; if it is deleted and re-created the watch is re-added.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        on_events: Callable[[list[FsEvent]], None],
+        fallback_interval: float = 1.0,
+        name: str = "fswatch",
+    ) -> None:
+        self.directory = directory
+        self._on_events = on_events
+        self._fallback_interval = min(max(fallback_interval, 0.05), 1.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._fd = -1
+        self._wd = -1
+        self.inotify_available = False
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._open()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _open(self) -> None:
+        if _LIBC is None:
+            log.warning("libc not loadable; watching %s by periodic re-check only", self.directory)
+            return
+        fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            log.warning(
+                "inotify_init1 failed (%s); watching %s by periodic re-check only",
+                errno.errorcode.get(err, err),
+                self.directory,
+            )
+            return
+        self._fd = fd
+        self._add_watch()
+
+    def _add_watch(self) -> None:
+        if _LIBC is None or self._fd < 0:
+            return
+        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(self.directory), DIRECTORY_EVENTS)
+        if wd < 0:
+            err = ctypes.get_errno()
+            log.warning("inotify_add_watch(%s) failed: %s", self.directory, os.strerror(err))
+            self.inotify_available = False
+            return
+        self._wd = wd
+        self.inotify_available = True
+
+    def _read_events(self) -> list[FsEvent]:
+        try:
+            data = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return []
+        events: list[FsEvent] = []
+        offset = 0
+        while offset + _EVENT_HEADER.size <= len(data):
+            _wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
+            offset += _EVENT_HEADER.size
+            raw = data[offset : offset + length]
+            offset += length
+            events.append(FsEvent(raw.rstrip(b"\0").decode(errors="replace"), mask))
+        return events
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            events: list[FsEvent] = []
+            if self._fd >= 0:
+                ready, _, _ = select.select([self._fd], [], [], self._fallback_interval)
+                if ready:
+                    events = self._read_events()
+                if any(e.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) for e in events):
+                    # The directory itself went away (kubelet re-creates it on start): re-arm.
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    self._add_watch()
+            else:
+                self._stop.wait(self._fallback_interval)
+            if self._stop.is_set():
+                return
+            try:
+                self._on_events(events)
+            except Exception:
+                log.exception("directory watch callback failed for %s", self.directory)

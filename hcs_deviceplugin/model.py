@@ -1,0 +1,353 @@
+"""The vocabulary of the daemon as immutable values (see ARCHITECTURE.md, "Vocabulary").
+
+Everything here is a frozen dataclass so that snapshots can be shared between threads without locks
+and compared with ``==`` when the reconciler diffs desired state against running state. Nothing in
+this module knows about a vendor, gRPC or YAML.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
+
+_T = TypeVar("_T")
+
+
+class Health(enum.StrEnum):
+    """Device health exactly as kubelet spells it (case-sensitive constants of v1beta1)."""
+
+    HEALTHY = "Healthy"
+    UNHEALTHY = "Unhealthy"
+
+
+class UnitKind(enum.StrEnum):
+    """What one advertised kubelet device stands for before time-slicing."""
+
+    CARD = "Card"
+    PARTITION = "Partition"
+
+
+class LinkKind(enum.StrEnum):
+    """Kinds of card-to-card connection a backend can report, best first."""
+
+    NVLINK = "NVLink"
+    HCCS = "HCCS"
+    XGMI = "xGMI"
+    MLU_LINK = "MLU-Link"
+    PCIE_SWITCH = "PCIe-switch"
+    PCIE_HOST_BRIDGE = "PCIe-host-bridge"
+    SAME_NUMA = "same-NUMA"
+    CROSS_SOCKET = "cross-socket"
+
+
+def _frozen_map(values: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(values or {}))
+
+
+@dataclass(frozen=True)
+class Card:
+    """One physical accelerator as discovered by a backend.
+
+    ``id`` is the stable identity that pool ConfigMaps name (NVIDIA UUID, Ascend chip id, PCI address
+    for sysfs vendors) and the kubelet device ID of a whole-card unit. ``index`` is the slot number
+    the control plane uses to build an inventoryID; ``backend`` names the backend that owns the card
+    so the core can route health and ContainerEdits without knowing what the vendor is.
+    """
+
+    id: str
+    backend: str
+    vendor: str
+    model: str
+    index: int
+    pci_address: str = ""
+    pci_vendor_id: int = 0
+    pci_device_id: int = 0
+    numa_node: int | None = None
+    memory_bytes: int = 0
+    health: Health = Health.HEALTHY
+    attributes: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", _frozen_map(self.attributes))
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A piece of a card that a pool can hand out (MIG device, vNPU, vDCU...)."""
+
+    id: str
+    card_id: str
+    profile: str
+    memory_bytes: int = 0
+    health: Health = Health.HEALTHY
+    attributes: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", _frozen_map(self.attributes))
+
+
+REPLICA_SEPARATOR = "::"
+
+
+def replica_unit_id(base_id: str, replica: int) -> str:
+    """The kubelet device ID of time-slice replica ``replica`` of a card or partition."""
+    return f"{base_id}{REPLICA_SEPARATOR}{replica}"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One kubelet device as a pool advertises it.
+
+    A unit is a whole card, a partition, or replica ``replica`` (0-based) of either. ``id`` is what
+    kubelet sees; ``card_id``/``partition_id`` map it back to hardware for ContainerEdits.
+    """
+
+    id: str
+    card_id: str
+    backend: str
+    partition_id: str | None = None
+    replica: int | None = None
+    numa_node: int | None = None
+    health: Health = Health.HEALTHY
+
+    @property
+    def hardware_id(self) -> str:
+        """The card or partition this unit stands for (replicas of one share it)."""
+        return self.partition_id or self.card_id
+
+
+@dataclass(frozen=True)
+class DeviceSelector:
+    """One entry of a pool's ``devices`` list: any one identity key names a card."""
+
+    uuid: str | None = None
+    inventory_id: str | None = None
+    pci_address: str | None = None
+    node: str | None = None
+
+    def describe(self) -> str:
+        for key, value in (
+            ("uuid", self.uuid),
+            ("inventoryID", self.inventory_id),
+            ("pciAddress", self.pci_address),
+        ):
+            if value:
+                return f"{key}={value}"
+        return "<empty selector>"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A validated pool: what to advertise under which resource name, and which cards it holds.
+
+    ``source`` says where it was read from (file or ConfigMap) so errors and reports can point at it.
+    ``options`` carries format-specific knobs that a backend may honour (e.g. device list strategy);
+    the core passes them through untouched.
+    """
+
+    name: str
+    resource_name: str
+    unit: UnitKind = UnitKind.CARD
+    slices_per_unit: int = 1
+    profile: str | None = None
+    max_devices_per_node: int | None = None
+    devices: tuple[DeviceSelector, ...] = ()
+    source: str = ""
+    options: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", _frozen_map(self.options))
+
+    @property
+    def time_sliced(self) -> bool:
+        return self.slices_per_unit > 1
+
+    def serving_key(self) -> tuple[str, UnitKind, int, str | None]:
+        """What, when changed, needs a new gRPC server (not only a new ListAndWatch message)."""
+        return (self.resource_name, self.unit, self.slices_per_unit, self.profile)
+
+
+@dataclass(frozen=True)
+class PoolSet:
+    """All pools of the node after parsing and validation. Immutable; compare with ``==``."""
+
+    pools: tuple[Pool, ...] = ()
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.pools, key=lambda p: p.name))
+        names = [p.name for p in ordered]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate pool names in PoolSet: {names}")
+        object.__setattr__(self, "pools", ordered)
+
+    def by_name(self) -> dict[str, Pool]:
+        return {p.name: p for p in self.pools}
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.pools]
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node to expose in the container (``DeviceSpec`` in v1beta1)."""
+
+    container_path: str
+    host_path: str
+    permissions: str = "rw"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path to bind into the container."""
+
+    container_path: str
+    host_path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """What a container needs for a set of units: env, device nodes, mounts, annotations, CDI names."""
+
+    env: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+    devices: tuple[DeviceNode, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+    cdi_devices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env", _frozen_map(self.env))
+        object.__setattr__(self, "annotations", _frozen_map(self.annotations))
+
+    def merged(self, other: ContainerEdits) -> ContainerEdits:
+        """Combine edits of two backends the way kubelet merges responses: first writer wins."""
+        env = dict(other.env)
+        env.update(self.env)
+        annotations = dict(other.annotations)
+        annotations.update(self.annotations)
+        return ContainerEdits(
+            env=env,
+            devices=_unique_by(self.devices + other.devices, lambda d: d.container_path),
+            mounts=_unique_by(self.mounts + other.mounts, lambda m: m.container_path),
+            annotations=annotations,
+            cdi_devices=tuple(dict.fromkeys(self.cdi_devices + other.cdi_devices)),
+        )
+
+
+def _unique_by(items: Iterable[_T], key: Callable[[_T], Hashable]) -> tuple[_T, ...]:
+    seen: set[Hashable] = set()
+    out: list[_T] = []
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            out.append(item)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Link:
+    """How two cards are connected. ``bandwidth_gbps`` is per direction, 0 when unknown."""
+
+    kind: LinkKind
+    count: int = 1
+    bandwidth_gbps: float = 0.0
+
+
+@dataclass(frozen=True)
+class LinkMatrix:
+    """Card-to-card links, symmetric. Pairs not listed are connected only through the host."""
+
+    links: Mapping[frozenset[str], tuple[Link, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "links", MappingProxyType(dict(self.links)))
+
+    def between(self, a: str, b: str) -> tuple[Link, ...]:
+        return self.links.get(frozenset((a, b)), ())
+
+    @staticmethod
+    def from_pairs(pairs: Iterable[tuple[str, str, Link]]) -> LinkMatrix:
+        collected: dict[frozenset[str], list[Link]] = {}
+        for a, b, link in pairs:
+            collected.setdefault(frozenset((a, b)), []).append(link)
+        return LinkMatrix({k: tuple(v) for k, v in collected.items()})
+
+    def merged(self, other: LinkMatrix) -> LinkMatrix:
+        combined = dict(self.links)
+        for key, links in other.links.items():
+            combined[key] = combined.get(key, ()) + links
+        return LinkMatrix(combined)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything one backend (or, merged, the whole node) has: cards, partitions, links."""
+
+    cards: tuple[Card, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    links: LinkMatrix = field(default_factory=LinkMatrix)
+
+    def card(self, card_id: str) -> Card | None:
+        for c in self.cards:
+            if c.id == card_id:
+                return c
+        return None
+
+    def merged(self, other: Inventory) -> Inventory:
+        return Inventory(
+            cards=self.cards + other.cards,
+            partitions=self.partitions + other.partitions,
+            links=self.links.merged(other.links),
+        )
+
+
+@dataclass(frozen=True)
+class HealthEvent:
+    """A health change of one card or partition, as a backend reports it.
+
+    ``device_id`` is a card id or a partition id; a card event applies to all its partitions.
+    """
+
+    device_id: str
+    health: Health
+    reason: str = ""
+
+
+class NotSupportedError(Exception):
+    """A backend does not offer an optional operation (e.g. partitioning)."""
+
+
+_NON_LABEL = re.compile(r"[^a-z0-9]+")
+
+
+def inventory_id(node_name: str, card: Card) -> str:
+    """The control plane's inventoryID for ``card`` on ``node_name`` (POOLS.md, "Card identities").
+
+    Node name lower-cased with every run of other characters replaced by ``-``, then
+    ``-<slot>-<pciVendor>-<pciDevice>`` with 4 lower-case hex digits each, cut to 63 characters.
+    """
+    node = _NON_LABEL.sub("-", node_name.lower())
+    text = f"{node}-{card.index}-{card.pci_vendor_id:04x}-{card.pci_device_id:04x}"
+    return text[:63]
+
+
+def selector_matches(selector: DeviceSelector, card: Card, node_name: str) -> bool:
+    """Whether a pool's device entry names ``card`` on this node."""
+    if selector.node is not None and selector.node != node_name:
+        return False
+    if selector.uuid is not None:
+        return selector.uuid == card.id
+    if selector.inventory_id is not None:
+        return selector.inventory_id == inventory_id(node_name, card)
+    if selector.pci_address is not None:
+        return selector.pci_address.lower() == card.pci_address.lower()
+    return False
+
+
+def unit_ids(units: Sequence[Unit]) -> list[str]:
+    return [u.id for u in units]
