@@ -49,8 +49,14 @@ class Backend(Protocol):
         """
         ...
 
-    def container_edits(self, units: Sequence[Unit]) -> ContainerEdits:
-        """What a container needs for ``units`` (all of this backend). Pure: no I/O, no library call."""
+    def container_edits(
+        self, units: Sequence[Unit], options: Mapping[str, str] | None = None
+    ) -> ContainerEdits:
+        """What a container needs for ``units`` (all of this backend). Pure: no I/O, no library call.
+
+        ``options`` are the pool's pass-through options (``Pool.options``, e.g. a device list strategy a
+        pool format carries); a backend ignores the keys it does not know.
+        """
         ...
 
     def links(self) -> LinkMatrix:
