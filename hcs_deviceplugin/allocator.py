@@ -1,0 +1,47 @@
+"""Choosing which units to hand out when kubelet asks for a preferred allocation.
+
+A pure function of its inputs so it can be tested in tables. This first version honours
+``must_include`` and ``size`` exactly, never returns a unit that is not available, keeps a request on
+one NUMA node when it can, and spreads time-slice replicas over distinct cards. Topology scores
+(NVLink/HCCS/xGMI/...) come later; the signature stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hcs_deviceplugin.model import Unit
+
+
+def preferred_allocation(
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    units: Mapping[str, Unit],
+) -> list[str]:
+    """Up to ``size`` unit ids: all of ``must_include`` first, then the best of ``available``.
+
+    Ids unknown to ``units`` are still eligible (kubelet decides availability) but rank last, since
+    nothing is known of their card or NUMA node.
+    """
+    chosen: list[str] = list(dict.fromkeys(must_include))[: max(size, 0)]
+    if len(chosen) >= size:
+        return chosen
+    candidates = [uid for uid in dict.fromkeys(available) if uid not in chosen]
+    while len(chosen) < size and candidates:
+        best = min(candidates, key=lambda uid: _rank(uid, chosen, units))
+        chosen.append(best)
+        candidates.remove(best)
+    return chosen
+
+
+def _rank(uid: str, chosen: Sequence[str], units: Mapping[str, Unit]) -> tuple[int, int, int, str]:
+    unit = units.get(uid)
+    if unit is None:
+        return (2, 0, 0, uid)
+    chosen_units = [units[c] for c in chosen if c in units]
+    used_cards = {u.hardware_id for u in chosen_units}
+    numa_nodes = {u.numa_node for u in chosen_units if u.numa_node is not None}
+    other_numa = int(bool(numa_nodes) and unit.numa_node not in numa_nodes)
+    same_card = int(unit.hardware_id in used_cards)
+    return (0, other_numa, same_card, uid)

@@ -1,0 +1,138 @@
+"""``hcs-deviceplugin`` command line: ``run`` on a real node, ``simulate`` on the embedded default.
+
+The names of hardware vendors never appear here: ``run`` enables every installed backend unless
+``--vendors`` narrows the list, and backends that find no hardware report themselves absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from hcs_deviceplugin import __version__
+from hcs_deviceplugin.backend import BackendConfig, available_backend_names, load_backends
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.logsetup import configure_logging
+
+DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+DEFAULT_POOLS_DIR = Path("/etc/hcs-deviceplugin/pools")
+SIMULATED_BACKEND = "simulated"
+
+
+def parse_backend_options(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``name.key=value`` items → {name: {key: value}}; a malformed item is a usage error."""
+    options: dict[str, dict[str, str]] = {}
+    for item in items:
+        name_key, sep, value = item.partition("=")
+        backend, dot, key = name_key.partition(".")
+        if not sep or not dot or not backend or not key:
+            raise argparse.ArgumentTypeError(f"--backend-option {item!r}: expected NAME.KEY=VALUE")
+        options.setdefault(backend, {})[key] = value
+    return options
+
+
+def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser("run", help="serve this node's accelerators to kubelet")
+    run.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, help="kubelet device-plugins dir")
+    run.add_argument("--pools-dir", type=Path, default=DEFAULT_POOLS_DIR, help="mounted pool ConfigMap dir")
+    run.add_argument("--host-root", type=Path, default=Path("/"), help="prefix for host paths (/sys, /dev)")
+    run.add_argument(
+        "--vendors",
+        default="",
+        help="comma-separated backends to enable (default: every installed hardware backend)",
+    )
+    run.add_argument(
+        "--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname(), help="this node's name"
+    )
+    run.add_argument("--backend-option", action="append", default=[], metavar="NAME.KEY=VALUE")
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.add_argument("--log-level", default="info")
+
+
+def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = sub.add_parser("simulate", help="run the daemon on a simulated node with a kubelet simulator")
+    sim.add_argument("--once", action="store_true", help="run the scenario, print the final state, exit")
+    sim.add_argument("--node", type=Path, default=None, help="simulated node description (YAML)")
+    sim.add_argument("--step-seconds", type=float, default=1.5, help="pause between scenario steps")
+    sim.add_argument("--log-level", default="warning")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hcs-deviceplugin", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run_parser(sub)
+    _add_simulate_parser(sub)
+    return parser
+
+
+def wait_for_signal() -> int:
+    """Block until SIGTERM or SIGINT; returns the signal number."""
+    received: list[int] = []
+    done = threading.Event()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not done.wait(1.0):
+        pass
+    return received[0]
+
+
+def command_run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    try:
+        options = parse_backend_options(args.backend_option)
+    except argparse.ArgumentTypeError as exc:
+        print(f"hcs-deviceplugin: {exc}", file=sys.stderr)
+        return 2
+    installed = available_backend_names()
+    names = [n.strip() for n in args.vendors.split(",") if n.strip()] or [
+        n for n in installed if n != SIMULATED_BACKEND
+    ]
+    unknown = sorted(set(names) - set(installed))
+    if unknown:
+        print(f"hcs-deviceplugin: unknown vendors {unknown}; installed: {installed}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    loaded = load_backends(
+        names, lambda name: BackendConfig(host_root=args.host_root, options=options.get(name, {}), stop=stop)
+    )
+    daemon = Daemon(
+        DaemonConfig(plugin_dir=args.plugin_dir, node_name=args.node_name),
+        loaded.running,
+        absent_backends=loaded.absent,
+    )
+    from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+
+    daemon.add_source(lambda on_change: DirectoryPoolSource(args.pools_dir, on_change))
+    daemon.start()
+    wait_for_signal()
+    stop.set()
+    daemon.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return command_run(args)
+    if args.command == "simulate":
+        from hcs_deviceplugin.simulation.command import command_simulate
+
+        return command_simulate(args)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

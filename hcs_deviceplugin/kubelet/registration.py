@@ -1,0 +1,45 @@
+"""Registering a plugin with kubelet's ``v1beta1.Registration`` service on ``kubelet.sock``.
+
+Kubelet dials the plugin back inside the Register call with a 10 s blocking dial and then calls
+GetDevicePluginOptions, so the plugin must already be serving and our deadline must exceed 10 s
+(KUBELET.md §2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+
+API_VERSION = "v1beta1"
+REGISTER_DEADLINE_S = 20.0
+
+
+class RegistrationError(RuntimeError):
+    """Kubelet refused the registration or could not be reached."""
+
+
+def plugin_options() -> pb.DevicePluginOptions:
+    """The options every pool plugin advertises, in Register and in GetDevicePluginOptions alike."""
+    return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+
+def register(
+    kubelet_socket: Path, endpoint: str, resource_name: str, deadline: float = REGISTER_DEADLINE_S
+) -> None:
+    """Call Register once; raise :class:`RegistrationError` with kubelet's reason on failure."""
+    if not kubelet_socket.exists():
+        raise RegistrationError(f"{kubelet_socket} does not exist (kubelet not running?)")
+    request = pb.RegisterRequest(
+        version=API_VERSION, endpoint=endpoint, resource_name=resource_name, options=plugin_options()
+    )
+    with grpc.insecure_channel(f"unix:{kubelet_socket}") as channel:
+        try:
+            pb_grpc.RegistrationStub(channel).Register(request, timeout=deadline, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            raise RegistrationError(f"Register({resource_name}) failed: {code}: {details}") from exc

@@ -1,0 +1,1 @@
+"""One pool's kubelet device plugin: gRPC servicer, unix socket and registration lifecycle."""

@@ -1,0 +1,162 @@
+"""The ``v1beta1.DevicePlugin`` gRPC methods for one pool.
+
+Allocate works on in-memory state only (ARCHITECTURE.md invariant 7): it looks the requested ids up
+in the pool's current snapshot and asks the owning backend(s) for ContainerEdits, which backends
+compute without I/O. Any unknown or unhealthy id fails the whole request with INVALID_ARGUMENT and
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+import grpc
+
+from hcs_deviceplugin.allocator import preferred_allocation
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.kubelet.registration import plugin_options
+from hcs_deviceplugin.model import ContainerEdits, Health, Pool, Unit
+from hcs_deviceplugin.plugin.convert import edits_to_response, list_and_watch_response
+from hcs_deviceplugin.plugin.state import PoolState, Snapshot
+
+log = logging.getLogger(__name__)
+
+EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
+AllocateListener = Callable[[str, Sequence[str]], None]
+
+
+class AllocationRejected(Exception):
+    """A request named ids this pool cannot hand out."""
+
+
+def resolve_units(snapshot: Snapshot, ids: Sequence[str]) -> list[Unit]:
+    """Map requested ids to healthy units of the snapshot or explain which ids are wrong."""
+    units: list[Unit] = []
+    unknown: list[str] = []
+    unhealthy: list[str] = []
+    for uid in ids:
+        unit = snapshot.unit(uid)
+        if unit is None:
+            unknown.append(uid)
+        elif unit.health is not Health.HEALTHY:
+            unhealthy.append(uid)
+        else:
+            units.append(unit)
+    problems = []
+    if unknown:
+        problems.append(f"unknown device ids {unknown}")
+    if unhealthy:
+        problems.append(f"unhealthy device ids {unhealthy}")
+    if problems:
+        raise AllocationRejected(f"pool {snapshot.pool.name}: " + "; ".join(problems))
+    if not units:
+        raise AllocationRejected(f"pool {snapshot.pool.name}: empty device id list")
+    return units
+
+
+class DevicePluginServicer(pb_grpc.DevicePluginServicer):
+    """Serves one pool for the lifetime of one gRPC server instance.
+
+    The pool's :class:`PoolState` outlives this object; ``close()`` ends this instance's streams
+    (used when the server is rebuilt after a kubelet restart or the pool is removed).
+    """
+
+    def __init__(
+        self,
+        state: PoolState,
+        edits: EditsFunction,
+        on_allocate: AllocateListener | None = None,
+        on_stream: Callable[[int], None] | None = None,
+    ) -> None:
+        self._state = state
+        self._edits = edits
+        self._on_allocate = on_allocate
+        self._on_stream = on_stream
+        self._closed = threading.Event()
+        self._streams = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._state.wake_all()
+
+    @property
+    def open_streams(self) -> int:
+        with self._lock:
+            return self._streams
+
+    def _stream_delta(self, delta: int) -> None:
+        with self._lock:
+            self._streams += delta
+            count = self._streams
+        if self._on_stream is not None:
+            self._on_stream(count)
+
+    def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> pb.DevicePluginOptions:
+        return plugin_options()
+
+    def ListAndWatch(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> Iterator[pb.ListAndWatchResponse]:
+        context.add_callback(self._state.wake_all)
+        self._stream_delta(+1)
+        try:
+            seen = -1
+            last_sent: tuple[Unit, ...] | None = None
+            while True:
+                snapshot = self._state.wait_for_change(
+                    seen, lambda: self._closed.is_set() or not context.is_active()
+                )
+                if snapshot is None:
+                    return
+                seen = snapshot.version
+                if snapshot.units == last_sent:
+                    continue
+                last_sent = snapshot.units
+                yield list_and_watch_response(snapshot.units)
+                self._state.note_delivered(snapshot.version)
+        finally:
+            self._stream_delta(-1)
+
+    def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+        snapshot = self._state.snapshot
+        responses = []
+        try:
+            for container in request.container_requests:
+                units = resolve_units(snapshot, list(container.devices_ids))
+                responses.append(edits_to_response(self._edits(snapshot.pool, units)))
+        except AllocationRejected as exc:
+            log.warning("Allocate rejected: %s", exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if self._on_allocate is not None:
+            for container in request.container_requests:
+                self._on_allocate(snapshot.pool.name, list(container.devices_ids))
+        return pb.AllocateResponse(container_responses=responses)
+
+    def GetPreferredAllocation(
+        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
+    ) -> pb.PreferredAllocationResponse:
+        snapshot = self._state.snapshot
+        by_id = {u.id: u for u in snapshot.units}
+        answers = [
+            pb.ContainerPreferredAllocationResponse(
+                deviceIDs=preferred_allocation(
+                    list(req.available_deviceIDs),
+                    list(req.must_include_deviceIDs),
+                    req.allocation_size,
+                    by_id,
+                )
+            )
+            for req in request.container_requests
+        ]
+        return pb.PreferredAllocationResponse(container_responses=answers)
+
+    def PreStartContainer(
+        self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
+    ) -> pb.PreStartContainerResponse:
+        return pb.PreStartContainerResponse()

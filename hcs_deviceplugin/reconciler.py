@@ -1,0 +1,193 @@
+"""Turning (PoolSet, Inventory, health, held cards) into the pools to serve, and diffing that.
+
+Pure functions only: the daemon owns the state and applies the plan. Keeping the decisions pure lets
+the invariants be tested in tables and properties without sockets:
+
+* no card is advertised by two pools (a card claimed by several pools stays where it was, or goes
+  nowhere if it was nowhere, and the conflict is reported);
+* a card that a running container holds under one pool is not advertised by another pool until it
+  is released ("draining");
+* a change touches only the pools it changes (see :func:`plan_changes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hcs_deviceplugin.model import (
+    Card,
+    Health,
+    Inventory,
+    Partition,
+    Pool,
+    PoolSet,
+    Unit,
+    UnitKind,
+    replica_unit_id,
+    selector_matches,
+)
+
+
+@dataclass(frozen=True)
+class DesiredPool:
+    """One pool as it should be served: its definition, its cards and the units they make."""
+
+    pool: Pool
+    cards: tuple[str, ...]
+    units: tuple[Unit, ...]
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The whole node as it should be served, plus what could not be placed and why."""
+
+    pools: Mapping[str, DesiredPool] = field(default_factory=lambda: MappingProxyType({}))
+    assignment: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    draining: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the daemon must do to go from running to desired, pool by pool."""
+
+    start: tuple[str, ...] = ()
+    stop: tuple[str, ...] = ()
+    replace: tuple[str, ...] = ()
+    update: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.start or self.stop or self.replace or self.update)
+
+
+def effective_health(device_id: str, default: Health, health: Mapping[str, Health]) -> Health:
+    return health.get(device_id, default)
+
+
+def claims_by_card(poolset: PoolSet, cards: tuple[Card, ...], node_name: str) -> dict[str, list[str]]:
+    """card id → names of the pools whose device lists name it on this node."""
+    claims: dict[str, list[str]] = {}
+    for pool in poolset.pools:
+        for card in cards:
+            if any(selector_matches(sel, card, node_name) for sel in pool.devices):
+                claims.setdefault(card.id, []).append(pool.name)
+    return claims
+
+
+def desired_state(
+    poolset: PoolSet,
+    inventory: Inventory,
+    node_name: str,
+    health: Mapping[str, Health] | None = None,
+    previous_assignment: Mapping[str, str] | None = None,
+    held: Mapping[str, str] | None = None,
+) -> Desired:
+    """Decide which pool serves which card, and the units each pool advertises.
+
+    ``health`` overrides discovered health per card or partition id. ``previous_assignment`` maps
+    card id → pool that served it before (conflicts keep it there). ``held`` maps card id → pool
+    under which a running container holds one of its units.
+    """
+    health = health or {}
+    previous_assignment = previous_assignment or {}
+    held = held or {}
+    claims = claims_by_card(poolset, inventory.cards, node_name)
+
+    assignment: dict[str, str] = {}
+    conflicts: dict[str, tuple[str, ...]] = {}
+    draining: dict[str, tuple[str, str]] = {}
+    for card_id, claimants in claims.items():
+        target: str | None = claimants[0]
+        if len(claimants) > 1:
+            conflicts[card_id] = tuple(claimants)
+            before = previous_assignment.get(card_id)
+            target = before if before in claimants else None
+        if target is None:
+            continue
+        holder = held.get(card_id)
+        if holder is not None and holder != target:
+            draining[card_id] = (holder, target)
+            continue
+        assignment[card_id] = target
+
+    by_pool: dict[str, list[Card]] = {p.name: [] for p in poolset.pools}
+    for card in sorted(inventory.cards, key=lambda c: c.id):
+        pool_name = assignment.get(card.id)
+        if pool_name is not None:
+            by_pool[pool_name].append(card)
+
+    pools: dict[str, DesiredPool] = {}
+    for pool in poolset.pools:
+        cards = by_pool[pool.name]
+        if pool.max_devices_per_node is not None:
+            for dropped in cards[pool.max_devices_per_node :]:
+                assignment.pop(dropped.id, None)
+            cards = cards[: pool.max_devices_per_node]
+        units = tuple(
+            unit for card in cards for unit in units_for_card(pool, card, inventory.partitions, health)
+        )
+        pools[pool.name] = DesiredPool(pool, tuple(c.id for c in cards), units)
+
+    return Desired(
+        pools=MappingProxyType(pools),
+        assignment=MappingProxyType(assignment),
+        conflicts=MappingProxyType(conflicts),
+        draining=MappingProxyType(draining),
+    )
+
+
+def units_for_card(
+    pool: Pool, card: Card, partitions: tuple[Partition, ...], health: Mapping[str, Health]
+) -> list[Unit]:
+    """The units ``pool`` advertises for ``card``: the card or its partitions, times replicas."""
+    card_health = effective_health(card.id, card.health, health)
+    bases: list[tuple[str, str | None, Health]] = []
+    if pool.unit is UnitKind.CARD:
+        bases.append((card.id, None, card_health))
+    else:
+        for part in sorted(partitions, key=lambda p: p.id):
+            if part.card_id != card.id or part.profile != pool.profile:
+                continue
+            part_health = effective_health(part.id, part.health, health)
+            worst = Health.HEALTHY if Health.UNHEALTHY not in (card_health, part_health) else Health.UNHEALTHY
+            bases.append((part.id, part.id, worst))
+    units: list[Unit] = []
+    for base_id, partition_id, unit_health in bases:
+        ids = (
+            [replica_unit_id(base_id, n) for n in range(pool.slices_per_unit)]
+            if pool.time_sliced
+            else [base_id]
+        )
+        for n, uid in enumerate(ids):
+            units.append(
+                Unit(
+                    id=uid,
+                    card_id=card.id,
+                    backend=card.backend,
+                    partition_id=partition_id,
+                    replica=n if pool.time_sliced else None,
+                    numa_node=card.numa_node,
+                    health=unit_health,
+                )
+            )
+    return units
+
+
+def plan_changes(running: Mapping[str, DesiredPool], desired: Mapping[str, DesiredPool]) -> Plan:
+    """Pool-by-pool diff: new pools start, vanished ones stop, a changed resource name, unit kind,
+    replica count or profile replaces the server, and anything else is an update on the live stream.
+    """
+    start = tuple(sorted(set(desired) - set(running)))
+    stop = tuple(sorted(set(running) - set(desired)))
+    replace: list[str] = []
+    update: list[str] = []
+    for name in sorted(set(running) & set(desired)):
+        old, new = running[name], desired[name]
+        if old.pool.serving_key() != new.pool.serving_key():
+            replace.append(name)
+        elif old != new:
+            update.append(name)
+    return Plan(start=start, stop=stop, replace=tuple(replace), update=tuple(update))

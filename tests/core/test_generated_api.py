@@ -1,0 +1,51 @@
+"""The committed gRPC stubs are exactly what the documented command generates from proto/."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+from hcs_deviceplugin.api import regenerate
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as dp
+from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
+
+
+def test_committed_stubs_match_a_fresh_generation(tmp_path: Path) -> None:
+    produced = regenerate.generate(tmp_path)
+    assert len(produced) == 8
+    committed_root = regenerate.repository_root()
+    stale = []
+    for fresh in produced:
+        relative = fresh.relative_to(tmp_path)
+        committed = committed_root / relative
+        if not committed.exists() or not filecmp.cmp(fresh, committed, shallow=False):
+            stale.append(str(relative))
+    assert not stale, f"stale generated files, run python -m hcs_deviceplugin.api.regenerate: {stale}"
+
+
+def test_wire_names_and_field_numbers_match_kubelet() -> None:
+    assert dp.DESCRIPTOR.package == "v1beta1"
+    assert pr.DESCRIPTOR.package == "v1"
+    services = {s.full_name for s in dp.DESCRIPTOR.services_by_name.values()}
+    assert services == {"v1beta1.Registration", "v1beta1.DevicePlugin"}
+    fields = {f.name: f.number for f in dp.ContainerAllocateResponse.DESCRIPTOR.fields}
+    assert fields == {"envs": 1, "mounts": 2, "devices": 3, "annotations": 4, "cdi_devices": 5}
+    pref = {f.name: f.number for f in dp.ContainerPreferredAllocationRequest.DESCRIPTOR.fields}
+    assert pref == {"available_deviceIDs": 1, "must_include_deviceIDs": 2, "allocation_size": 3}
+    assert {f.name: f.number for f in dp.Device.DESCRIPTOR.fields} == {"ID": 1, "health": 2, "topology": 3}
+    dyn = {f.name: f.number for f in pr.DynamicResource.DESCRIPTOR.fields}
+    assert dyn == {"claim_name": 2, "claim_namespace": 3, "claim_resources": 4}
+    claim = pr.ClaimResource.DESCRIPTOR.fields_by_name["share_id"]
+    assert claim.number == 5 and claim.has_presence
+
+
+def test_device_plugin_messages_round_trip_on_the_wire() -> None:
+    response = dp.ContainerAllocateResponse(
+        envs={"A": "1"},
+        devices=[dp.DeviceSpec(container_path="/dev/x", host_path="/dev/x", permissions="rw")],
+        cdi_devices=[dp.CDIDevice(name="vendor.com/class=dev0")],
+    )
+    data = response.SerializeToString()
+    # field 5 (cdi_devices), wire type 2 → tag byte 0x2a must be present.
+    assert b"\x2a" in data
+    assert dp.ContainerAllocateResponse.FromString(data) == response

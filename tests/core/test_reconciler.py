@@ -1,0 +1,136 @@
+"""The reconciler's decisions as tables: placement, conflicts, draining, units and the diff."""
+
+from __future__ import annotations
+
+import pytest
+
+from hcs_deviceplugin.model import (
+    Card,
+    DeviceSelector,
+    Health,
+    Inventory,
+    Partition,
+    Pool,
+    PoolSet,
+    UnitKind,
+)
+from hcs_deviceplugin.reconciler import desired_state, plan_changes
+
+CARDS = tuple(
+    Card(id=f"GPU-{i}", backend="simulated", vendor="v", model="m", index=i, numa_node=i // 2)
+    for i in range(4)
+)
+PARTS = (
+    Partition("MIG-a", "GPU-3", "1g.10gb"),
+    Partition("MIG-b", "GPU-3", "1g.10gb"),
+    Partition("MIG-c", "GPU-3", "3g.40gb"),
+)
+INVENTORY = Inventory(cards=CARDS, partitions=PARTS)
+
+
+def pool(name: str, *cards: str, **kw: object) -> Pool:
+    return Pool(
+        name=name,
+        resource_name=f"gpu.deckhouse.io/{name}",
+        devices=tuple(DeviceSelector(uuid=c) for c in cards),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def ids(poolset: PoolSet, **kw: object) -> dict[str, list[str]]:
+    desired = desired_state(poolset, INVENTORY, "node-1", **kw)  # type: ignore[arg-type]
+    return {name: [u.id for u in d.units] for name, d in desired.pools.items()}
+
+
+def test_exclusive_pools_get_their_cards_in_id_order() -> None:
+    got = ids(PoolSet((pool("a", "GPU-1", "GPU-0"), pool("b", "GPU-2"))))
+    assert got == {"a": ["GPU-0", "GPU-1"], "b": ["GPU-2"]}
+
+
+def test_time_slicing_advertises_n_replicas_per_card() -> None:
+    got = ids(PoolSet((pool("a", "GPU-0", "GPU-1", slices_per_unit=3),)))
+    assert got == {"a": ["GPU-0::0", "GPU-0::1", "GPU-0::2", "GPU-1::0", "GPU-1::1", "GPU-1::2"]}
+
+
+def test_partition_pool_advertises_partitions_of_its_profile_only() -> None:
+    got = ids(PoolSet((pool("m", "GPU-3", unit=UnitKind.PARTITION, profile="1g.10gb", slices_per_unit=2),)))
+    assert got == {"m": ["MIG-a::0", "MIG-a::1", "MIG-b::0", "MIG-b::1"]}
+
+
+def test_cards_not_on_this_node_are_ignored() -> None:
+    assert ids(PoolSet((pool("a", "GPU-0", "GPU-on-other-node"),))) == {"a": ["GPU-0"]}
+
+
+def test_max_devices_per_node_caps_in_card_id_order() -> None:
+    desired = desired_state(
+        PoolSet((pool("a", "GPU-2", "GPU-0", "GPU-1", max_devices_per_node=2),)), INVENTORY, "node-1"
+    )
+    assert [u.id for u in desired.pools["a"].units] == ["GPU-0", "GPU-1"]
+    assert "GPU-2" not in desired.assignment
+
+
+@pytest.mark.parametrize(
+    ("previous", "expected_a", "expected_b"),
+    [({}, ["GPU-1"], []), ({"GPU-0": "b"}, ["GPU-1"], ["GPU-0"]), ({"GPU-0": "c"}, ["GPU-1"], [])],
+    ids=["new-card-goes-nowhere", "stays-where-it-was", "was-elsewhere-goes-nowhere"],
+)
+def test_card_claimed_twice_goes_to_neither_new_claimant(
+    previous: dict[str, str], expected_a: list[str], expected_b: list[str]
+) -> None:
+    poolset = PoolSet((pool("a", "GPU-0", "GPU-1"), pool("b", "GPU-0")))
+    desired = desired_state(poolset, INVENTORY, "node-1", previous_assignment=previous)
+    assert [u.id for u in desired.pools["a"].units] == expected_a
+    assert [u.id for u in desired.pools["b"].units] == expected_b
+    assert desired.conflicts == {"GPU-0": ("a", "b")}
+
+
+def test_held_card_moving_pools_is_draining_and_advertised_by_none() -> None:
+    poolset = PoolSet((pool("a", "GPU-1"), pool("b", "GPU-0")))
+    desired = desired_state(poolset, INVENTORY, "node-1", held={"GPU-0": "a"})
+    assert [u.id for u in desired.pools["b"].units] == []
+    assert desired.draining == {"GPU-0": ("a", "b")}
+    released = desired_state(poolset, INVENTORY, "node-1", held={})
+    assert [u.id for u in released.pools["b"].units] == ["GPU-0"]
+
+
+def test_health_overrides_reach_units_and_partitions_follow_their_card() -> None:
+    poolset = PoolSet(
+        (
+            pool("a", "GPU-0", slices_per_unit=2),
+            pool("m", "GPU-3", unit=UnitKind.PARTITION, profile="3g.40gb"),
+        )
+    )
+    desired = desired_state(
+        poolset, INVENTORY, "node-1", health={"GPU-0": Health.UNHEALTHY, "GPU-3": Health.UNHEALTHY}
+    )
+    assert {u.health for u in desired.pools["a"].units} == {Health.UNHEALTHY}
+    assert [u.health for u in desired.pools["m"].units] == [Health.UNHEALTHY]
+
+
+def test_units_carry_numa_and_backend_for_routing() -> None:
+    desired = desired_state(PoolSet((pool("a", "GPU-2"),)), INVENTORY, "node-1")
+    (unit,) = desired.pools["a"].units
+    assert (unit.numa_node, unit.backend, unit.card_id) == (1, "simulated", "GPU-2")
+
+
+def test_plan_touches_only_changed_pools() -> None:
+    before = desired_state(
+        PoolSet((pool("keep", "GPU-0"), pool("grow", "GPU-1"), pool("gone", "GPU-2"), pool("mode", "GPU-3"))),
+        INVENTORY,
+        "node-1",
+    ).pools
+    after = desired_state(
+        PoolSet(
+            (
+                pool("keep", "GPU-0"),
+                pool("grow", "GPU-1", "GPU-2"),
+                pool("mode", "GPU-3", slices_per_unit=4),
+                pool("new"),
+            )
+        ),
+        INVENTORY,
+        "node-1",
+    ).pools
+    plan = plan_changes(before, after)
+    assert (plan.start, plan.stop, plan.replace, plan.update) == (("new",), ("gone",), ("mode",), ("grow",))
+    assert plan_changes(after, after).empty
