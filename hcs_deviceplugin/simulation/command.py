@@ -1,0 +1,86 @@
+"""Wiring for ``hcs-deviceplugin simulate``: temp dirs, kubelet simulator, daemon, scenario, view."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import cast
+
+from hcs_deviceplugin.backend import BackendConfig, load_factory
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.logsetup import configure_logging
+from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.simulation.scenario import HealthInjector, Scenario, initial_pools
+from hcs_deviceplugin.simulation.view import render
+
+SIMULATED_BACKEND = "simulated"
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def command_simulate(args: argparse.Namespace) -> int:
+    configure_logging("text", args.log_level)
+    workdir = Path(tempfile.mkdtemp(prefix="hcs-sim-", dir="/tmp"))
+    plugin_dir, pools_dir = workdir / "dp", workdir / "pools"
+    stop = threading.Event()
+    options = {"node": str(args.node)} if args.node else {}
+    backend = load_factory(SIMULATED_BACKEND)(BackendConfig(options=options, stop=stop))
+    kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
+    kubelet.start()
+    inventory = backend.discover()
+    daemon = Daemon(DaemonConfig(plugin_dir=plugin_dir, node_name="hcs-sim-node"), {backend.name: backend})
+    scenario = Scenario(daemon, kubelet, cast(HealthInjector, backend), pools_dir)
+    scenario.document = initial_pools(inventory)
+    scenario.write_pools()
+    daemon.add_source(lambda on_change: DirectoryPoolSource(pools_dir, on_change))
+    live = sys.stdout.isatty() and not args.once
+    step_done = threading.Event()
+    scenario.pause = (lambda: stop.wait(args.step_seconds)) if not args.once else (lambda: None)
+    painter = threading.Thread(
+        target=_paint_live, args=(daemon, kubelet, scenario, stop, step_done), daemon=True
+    )
+    status = 0
+    try:
+        daemon.start()
+        if live:
+            painter.start()
+        scenario.run()
+    except Exception as exc:
+        scenario.say(f"FAILED: {exc}")
+        status = 1
+    finally:
+        step_done.set()
+        if args.once or status:
+            print(render(daemon.view(), kubelet, scenario.log))
+        else:
+            if not live:
+                print(render(daemon.view(), kubelet, scenario.log))
+                print("\nscenario done; the daemon keeps serving. Ctrl-C to stop.", flush=True)
+            from hcs_deviceplugin.cli import wait_for_signal
+
+            wait_for_signal()
+        stop.set()
+        daemon.stop()
+        kubelet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+def _paint_live(
+    daemon: Daemon,
+    kubelet: KubeletSimulator,
+    scenario: Scenario,
+    stop: threading.Event,
+    done: threading.Event,
+) -> None:
+    while not stop.is_set():
+        with scenario.lock:
+            lines = list(scenario.log)
+        suffix = "\n\nscenario done; the daemon keeps serving. Ctrl-C to stop." if done.is_set() else ""
+        sys.stdout.write(CLEAR + render(daemon.view(), kubelet, lines) + suffix + "\n")
+        sys.stdout.flush()
+        stop.wait(0.5)

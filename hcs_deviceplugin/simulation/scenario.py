@@ -1,0 +1,162 @@
+"""The scripted scenario ``simulate`` plays: pools from the inventory, pods, a failure, a live change.
+
+Pools are derived from the data alone (cards grouped by their vendor label), so the core still
+knows no vendor: whatever node description is given, the same story is told. Every step waits on
+an observable condition (the kubelet simulator's view) with a bounded timeout, so the scenario is
+also an end-to-end check: ``simulate --once`` fails if any step does not happen.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from hcs_deviceplugin.daemon import Daemon
+from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.model import Card, Health, HealthEvent, Inventory
+from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+
+STEP_TIMEOUT = 15.0
+POOLS_KEY = "pools.yaml"
+
+
+class HealthInjector(Protocol):
+    """What the simulated backend offers beyond the Backend interface: scripted faults."""
+
+    def inject(self, event: HealthEvent) -> None: ...
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "pool"
+
+
+def initial_pools(inventory: Inventory) -> dict[str, Any]:
+    """A native pools document: per vendor label, a MIG/vNPU pool for partitioned cards, and the
+    rest split into an exclusive ``-train`` pool and a 4-way time-sliced ``-shared`` pool."""
+    groups: dict[str, list[Card]] = {}
+    for card in sorted(inventory.cards, key=lambda c: c.index):
+        groups.setdefault(_label(card.vendor), []).append(card)
+    profiles = {p.card_id: p.profile for p in inventory.partitions}
+    pools: list[dict[str, Any]] = []
+    for label, cards in sorted(groups.items()):
+        partitioned = [c for c in cards if c.id in profiles]
+        whole = [c for c in cards if c.id not in profiles]
+        if partitioned:
+            pools.append(
+                {
+                    "name": f"{label}-mig",
+                    "unit": "Partition",
+                    "profile": profiles[partitioned[0].id],
+                    "devices": [{"uuid": c.id} for c in partitioned],
+                }
+            )
+        if len(whole) >= 3:
+            half = (len(whole) + 1) // 2
+            pools.append({"name": f"{label}-train", "devices": [{"uuid": c.id} for c in whole[:half]]})
+            pools.append(
+                {
+                    "name": f"{label}-shared",
+                    "slicesPerUnit": 4,
+                    "devices": [{"uuid": c.id} for c in whole[half:]],
+                }
+            )
+        elif whole:
+            pools.append({"name": label, "devices": [{"uuid": c.id} for c in whole]})
+    return {"version": "v1", "pools": pools}
+
+
+@dataclass
+class Scenario:
+    """Runs the steps; ``log`` collects one line per step for the view."""
+
+    daemon: Daemon
+    kubelet: KubeletSimulator
+    injector: HealthInjector
+    pools_dir: Path
+    pause: Callable[[], None] = lambda: None
+    log: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    document: dict[str, Any] = field(default_factory=dict)
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            self.log.append(line)
+
+    def write_pools(self) -> None:
+        write_configmap_volume(self.pools_dir, {POOLS_KEY: yaml.safe_dump(self.document, sort_keys=False)})
+
+    def resource_of(self, pool_name: str) -> str:
+        return self.daemon.view().pools[pool_name].pool.resource_name
+
+    def run(self) -> None:
+        view = self.daemon.wait_for(
+            lambda v: bool(v.pools) and v.all_registered(), STEP_TIMEOUT, "every pool registered"
+        )
+        names = sorted(view.pools)
+        self.kubelet.wait_for(
+            lambda k: all(self.resource_of(n) in k.resources() for n in names),
+            STEP_TIMEOUT,
+            "kubelet to see every pool",
+        )
+        self.say(f"1. daemon up: {len(names)} pools registered ({', '.join(names)})")
+        self.pause()
+
+        train = next((n for n in names if n.endswith("-train")), names[0])
+        shared = next((n for n in names if n.endswith("-shared")), None)
+        pods = 0
+        for name in names:
+            count = 3 if name == shared else 1
+            for i in range(count):
+                self.kubelet.allocate(f"{name}-pod-{i}", "main", self.resource_of(name), 1)
+                pods += 1
+        self.say(f"2. {pods} pods allocated through GetPreferredAllocation + Allocate")
+        self.pause()
+
+        victim = self.daemon.view().pools[train].units[0]
+        resource = self.resource_of(train)
+        self.injector.inject(HealthEvent(victim.card_id, Health.UNHEALTHY, "simulated XID 79"))
+        self.kubelet.wait_for(
+            lambda k: victim.id in k.resource(resource).unhealthy, STEP_TIMEOUT, f"{victim.id} unhealthy"
+        )
+        self.say(f"3. card {victim.card_id} failed (XID 79): kubelet sees {victim.id} Unhealthy")
+        self.pause()
+
+        self.injector.inject(HealthEvent(victim.card_id, Health.HEALTHY, "recovered"))
+        self.kubelet.wait_for(
+            lambda k: victim.id in k.resource(resource).healthy, STEP_TIMEOUT, f"{victim.id} healthy"
+        )
+        self.say(f"4. card {victim.card_id} recovered: Healthy again")
+        self.pause()
+
+        if shared is not None:
+            self._move_free_card(train, shared)
+            self.pause()
+
+    def _move_free_card(self, source: str, target: str) -> None:
+        held = {d for r in self.kubelet.allocations() for d in r.device_ids}
+        view = self.daemon.view()
+        free = [u.card_id for u in view.pools[source].units if u.id not in held]
+        if not free:
+            self.say(f"5. skipped: every card of {source} is in use")
+            return
+        card_id = free[-1]
+        pools = self.document["pools"]
+        src = next(p for p in pools if p["name"] == source)
+        dst = next(p for p in pools if p["name"] == target)
+        src["devices"] = [d for d in src["devices"] if d.get("uuid") != card_id]
+        dst["devices"].append({"uuid": card_id})
+        before = len(view.pools[target].units)
+        self.write_pools()
+        resource = self.resource_of(target)
+        self.kubelet.wait_for(
+            lambda k: len(k.resource(resource).healthy) > before, STEP_TIMEOUT, f"{target} to grow"
+        )
+        self.say(f"5. pool change applied live: card {card_id} moved {source} -> {target}")
+        self.kubelet.allocate(f"{target}-pod-new", "main", resource, 1)
+        self.say(f"6. a new pod got a {target} replica on the moved card's capacity")

@@ -1,0 +1,98 @@
+"""Plain-text tables of the daemon's pools, cards and the kubelet's allocations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.kubeletsim import AllocationRecord, KubeletSimulator
+from hcs_deviceplugin.model import Health
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def pools_table(view: DaemonView, kubelet: KubeletSimulator) -> str:
+    allocated = _allocated_by_resource(kubelet.allocations())
+    resources = kubelet.resources()
+    rows = []
+    for name, pool_view in sorted(view.pools.items()):
+        units = pool_view.units
+        healthy = sum(1 for u in units if u.health is Health.HEALTHY)
+        resource = resources.get(pool_view.pool.resource_name)
+        seen = f"{len(resource.healthy)}/{len(resource.healthy) + len(resource.unhealthy)}" if resource else "-"
+        mode = pool_view.pool.unit.value + (
+            f" x{pool_view.pool.slices_per_unit}" if pool_view.pool.time_sliced else ""
+        )
+        rows.append(
+            [
+                name,
+                pool_view.pool.resource_name,
+                mode,
+                f"{healthy}/{len(units)}",
+                seen,
+                str(len(allocated.get(pool_view.pool.resource_name, set()))),
+                pool_view.server.status.value,
+            ]
+        )
+    return table(["POOL", "RESOURCE", "MODE", "HEALTHY", "KUBELET SEES", "ALLOCATED", "REGISTRATION"], rows)
+
+
+def cards_table(view: DaemonView) -> str:
+    owner: dict[str, str] = {}
+    for name, pool_view in view.pools.items():
+        for unit in pool_view.units:
+            owner[unit.card_id] = name
+    rows = [
+        [
+            card.id[:40],
+            card.vendor,
+            card.model,
+            "-" if card.numa_node is None else str(card.numa_node),
+            card.health.value,
+            owner.get(card.id, "draining" if card.id in view.draining else "-"),
+        ]
+        for card in view.cards
+    ]
+    return table(["CARD", "VENDOR", "MODEL", "NUMA", "HEALTH", "POOL"], rows)
+
+
+def allocations_table(records: Sequence[AllocationRecord]) -> str:
+    rows = [
+        [f"{r.namespace}/{r.pod}", r.container, r.resource, ", ".join(r.device_ids)]
+        for r in sorted(records, key=lambda r: (r.resource, r.pod))
+    ]
+    return table(["POD", "CONTAINER", "RESOURCE", "DEVICES"], rows) if rows else "(no allocations)"
+
+
+def render(view: DaemonView, kubelet: KubeletSimulator, log_lines: Sequence[str]) -> str:
+    parts = [
+        "Pools",
+        pools_table(view, kubelet),
+        "",
+        "Cards",
+        cards_table(view),
+        "",
+        "Allocations (kubelet simulator)",
+        allocations_table(kubelet.allocations()),
+    ]
+    if view.config_errors:
+        parts += ["", "Config errors", *view.config_errors]
+    if view.absent_backends:
+        parts += ["", "Absent backends", *(f"{k}: {v}" for k, v in view.absent_backends.items())]
+    if log_lines:
+        parts += ["", "Scenario", *log_lines]
+    return "\n".join(parts)
+
+
+def _allocated_by_resource(records: Sequence[AllocationRecord]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for record in records:
+        out.setdefault(record.resource, set()).update(record.device_ids)
+    return out
