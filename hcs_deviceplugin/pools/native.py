@@ -1,0 +1,408 @@
+"""The native pool format (POOLS.md §1, ``version: v1``): text in, validated ``Pool`` values out.
+
+Strict on purpose: a typo in a key would otherwise silently drop a pool or a card, and a device plugin
+that quietly advertises the wrong thing is worse than one that refuses the config and says why. Every
+problem is collected (not just the first) with the path of the field, so one edit fixes them all.
+
+Choices where POOLS.md is silent (kept here so that users and tests agree):
+
+* ``scope`` is ``node`` (default) or ``cluster``. A cluster pool's resource domain is ``cluster.`` +
+  the document's ``resourcePrefix`` — ``cluster.gpu.deckhouse.io`` by default, and also when
+  ``resourcePrefix`` is given (always prefixed, never de-duplicated).
+* ``version`` is required once the document defines a pool; a document that defines none (empty,
+  ``{}``, ``pools: []``) is valid without it, since there is nothing to interpret.
+* An optional key given as ``null`` counts as absent (templating tools render empty values so).
+* ``unit`` is case-sensitive: ``Card``, ``Partition`` or ``MIG`` (an alias of ``Partition``).
+* ``pciAddress`` must be ``dddd:bb:dd.f`` (domain, bus, device ≤ 1f, function ≤ 7, hex); it is stored
+  lower-case. ``node`` must be a DNS-1123 subdomain (a Kubernetes node name).
+* Two entries of one pool name the same card when they share key and value and their ``node`` can
+  both hold (see :mod:`hcs_deviceplugin.pools.conflicts`); that is an error. The same card in two
+  pools is not: the reconciler resolves it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.pools.conflicts import selectors_overlap
+from hcs_deviceplugin.pools.document import Syntax, load_document
+from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.names import (
+    validate_dns1123_subdomain,
+    validate_extended_resource_name,
+    validate_pool_name,
+)
+
+VERSION = "v1"
+DEFAULT_RESOURCE_PREFIX = "gpu.deckhouse.io"
+CLUSTER_SCOPE_PREFIX = "cluster."
+MIN_SLICES_PER_UNIT = 1
+MAX_SLICES_PER_UNIT = 64
+
+SCOPE_NODE = "node"
+SCOPE_CLUSTER = "cluster"
+SCOPES = (SCOPE_NODE, SCOPE_CLUSTER)
+
+UNIT_ALIASES: Mapping[str, UnitKind] = {
+    "Card": UnitKind.CARD,
+    "Partition": UnitKind.PARTITION,
+    "MIG": UnitKind.PARTITION,
+}
+
+TOP_LEVEL_KEYS = ("version", "resourcePrefix", "pools")
+POOL_KEYS = ("name", "scope", "unit", "slicesPerUnit", "profile", "maxDevicesPerNode", "devices")
+IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
+DEVICE_KEYS = (*IDENTITY_KEYS, "node")
+
+PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+
+_MISSING = object()
+
+
+def describe_value(value: object) -> str:
+    """A value as error messages show it: its YAML type, then the value (so ``"4"`` reads as a string)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def child(path: str, key: str) -> str:
+    """``pools[1]`` + ``unit`` → ``pools[1].unit``; the root's children are bare keys."""
+    return f"{path}.{key}" if path else key
+
+
+def item(path: str, index: int) -> str:
+    return f"{path}[{index}]"
+
+
+@dataclass
+class _Report:
+    """Errors of one document, in the order found."""
+
+    source: str
+    errors: list[ConfigError] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        self.errors.append(ConfigError(self.source, path, message))
+
+    def mark(self) -> int:
+        return len(self.errors)
+
+    def clean_since(self, mark: int) -> bool:
+        return len(self.errors) == mark
+
+
+def _check_keys(mapping: Mapping[object, object], allowed: Sequence[str], path: str, report: _Report) -> None:
+    for key in mapping:
+        if not isinstance(key, str):
+            report.add(child(path, str(key)), f"keys must be strings, got {describe_value(key)}")
+            continue
+        if key in allowed:
+            continue
+        guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        if not guess:
+            guess = [k for k in allowed if k.lower() == key.lower()]
+        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+        report.add(child(path, key), f"unknown key{hint}; allowed: {', '.join(allowed)}")
+
+
+def _optional(mapping: Mapping[object, object], key: str) -> object:
+    value = mapping.get(key, _MISSING)
+    return _MISSING if value is None else value
+
+
+def _string(value: object, path: str, report: _Report) -> str | None:
+    if not isinstance(value, str):
+        hint = "; quote it so that YAML reads it as a string" if isinstance(value, int | float) else ""
+        report.add(path, f"must be a string, got {describe_value(value)}{hint}")
+        return None
+    if not value:
+        report.add(path, "must not be empty")
+        return None
+    return value
+
+
+def _integer(value: object, path: str, low: int, high: int | None, report: _Report) -> int | None:
+    # bool is an int subclass in Python; ``slicesPerUnit: true`` must not read as 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        report.add(path, f"must be an integer, got {describe_value(value)}")
+        return None
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        report.add(path, f"must be {bounds}, got {value}")
+        return None
+    return value
+
+
+def _device(entry: object, path: str, report: _Report) -> DeviceSelector | None:
+    if not isinstance(entry, Mapping):
+        report.add(
+            path, f"must be a mapping with one of {', '.join(IDENTITY_KEYS)}, got {describe_value(entry)}"
+        )
+        return None
+    start = report.mark()
+    _check_keys(entry, DEVICE_KEYS, path, report)
+    present = [k for k in IDENTITY_KEYS if k in entry]
+    values: dict[str, str | None] = {}
+    if not present:
+        report.add(path, f"needs exactly one of {', '.join(IDENTITY_KEYS)}; has none")
+    elif len(present) > 1:
+        report.add(path, f"needs exactly one of {', '.join(IDENTITY_KEYS)}; has {' and '.join(present)}")
+    else:
+        key = present[0]
+        value = _string(entry[key], child(path, key), report)
+        if value is not None and key == "pciAddress":
+            value = value.lower()
+            if not PCI_ADDRESS_RE.fullmatch(value):
+                report.add(
+                    child(path, key),
+                    f"{entry[key]!r} is not a PCI address like '0000:17:00.0' "
+                    "(domain:bus:device.function, hex, device <= 1f, function <= 7)",
+                )
+        values[key] = value
+    node: str | None = None
+    raw_node = _optional(entry, "node")
+    if raw_node is not _MISSING:
+        node = _string(raw_node, child(path, "node"), report)
+        if node is not None and (problem := validate_dns1123_subdomain(node)) is not None:
+            report.add(child(path, "node"), f"not a valid node name: {problem}")
+    if not report.clean_since(start):
+        return None
+    return DeviceSelector(
+        uuid=values.get("uuid"),
+        inventory_id=values.get("inventoryID"),
+        pci_address=values.get("pciAddress"),
+        node=node,
+    )
+
+
+def _devices(raw: object, path: str, report: _Report) -> tuple[DeviceSelector, ...] | None:
+    if raw is _MISSING:
+        return ()
+    if not isinstance(raw, list):
+        report.add(path, f"must be a list, got {describe_value(raw)}")
+        return None
+    start = report.mark()
+    accepted: list[tuple[int, DeviceSelector]] = []
+    for index, entry in enumerate(raw):
+        selector = _device(entry, item(path, index), report)
+        if selector is None:
+            continue
+        for earlier_index, earlier in accepted:
+            if selectors_overlap(earlier, selector):
+                report.add(
+                    item(path, index),
+                    f"names the same card as {item(path, earlier_index)} ({selector.describe()})",
+                )
+                break
+        accepted.append((index, selector))
+    if not report.clean_since(start):
+        return None
+    return tuple(selector for _, selector in accepted)
+
+
+@dataclass(frozen=True)
+class _Prefixes:
+    """The resource domains of the document, or ``None`` where the prefix is unusable."""
+
+    node: str | None
+    cluster: str | None
+
+
+def _prefixes(document: Mapping[object, object], pools: list[object], report: _Report) -> _Prefixes:
+    raw = _optional(document, "resourcePrefix")
+    if raw is _MISSING:
+        base: str | None = DEFAULT_RESOURCE_PREFIX
+    else:
+        base = _string(raw, "resourcePrefix", report)
+    if base is None:
+        return _Prefixes(None, None)
+    node: str | None = base
+    problem = validate_extended_resource_name(f"{base}/pool")
+    if problem is not None:
+        report.add("resourcePrefix", f"not usable as the domain of a resource name: {problem}")
+        node = None
+    cluster: str | None = CLUSTER_SCOPE_PREFIX + base
+    uses_cluster = any(isinstance(p, Mapping) and p.get("scope") == SCOPE_CLUSTER for p in pools)
+    if node is None:
+        cluster = None
+    elif uses_cluster and (problem := validate_extended_resource_name(f"{cluster}/pool")) is not None:
+        report.add(
+            "resourcePrefix", f"not usable for scope {SCOPE_CLUSTER!r} pools as {cluster!r}: {problem}"
+        )
+        cluster = None
+    return _Prefixes(node, cluster)
+
+
+def _pool_name(raw: Mapping[object, object], path: str, report: _Report) -> str | None:
+    value = _optional(raw, "name")
+    if value is _MISSING:
+        report.add(path, "required")
+        return None
+    name = _string(value, path, report)
+    if name is not None and (problem := validate_pool_name(name)) is not None:
+        report.add(path, problem)
+        return None
+    return name
+
+
+def _scope(raw: Mapping[object, object], path: str, report: _Report) -> str:
+    value = _optional(raw, "scope")
+    if value is _MISSING:
+        return SCOPE_NODE
+    if isinstance(value, str) and value in SCOPES:
+        return value
+    report.add(path, f"must be one of {', '.join(SCOPES)}, got {describe_value(value)}")
+    return SCOPE_NODE
+
+
+def _unit(raw: Mapping[object, object], path: str, report: _Report) -> UnitKind | None:
+    value = _optional(raw, "unit")
+    if value is _MISSING:
+        return UnitKind.CARD
+    unit = UNIT_ALIASES.get(value) if isinstance(value, str) else None
+    if unit is None:
+        report.add(
+            path, f"must be Card or Partition (MIG is an alias of Partition), got {describe_value(value)}"
+        )
+    return unit
+
+
+def _profile(raw: Mapping[object, object], unit: UnitKind | None, path: str, report: _Report) -> str | None:
+    """Required for partitions (it says which partition), refused for cards (it would be ignored)."""
+    value = _optional(raw, "profile")
+    if unit is UnitKind.PARTITION:
+        if value is _MISSING:
+            report.add(path, "required when unit is Partition")
+            return None
+        return _string(value, path, report)
+    if unit is UnitKind.CARD and value is not _MISSING:
+        report.add(path, "not allowed when unit is Card (a profile describes partitions)")
+    return None
+
+
+def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: _Report) -> Pool | None:
+    if not isinstance(raw, Mapping):
+        report.add(path, f"must be a mapping, got {describe_value(raw)}")
+        return None
+    start = report.mark()
+    _check_keys(raw, POOL_KEYS, path, report)
+
+    name = _pool_name(raw, child(path, "name"), report)
+    scope = _scope(raw, child(path, "scope"), report)
+    unit = _unit(raw, child(path, "unit"), report)
+
+    slices: int | None = 1
+    raw_slices = _optional(raw, "slicesPerUnit")
+    if raw_slices is not _MISSING:
+        slices = _integer(
+            raw_slices, child(path, "slicesPerUnit"), MIN_SLICES_PER_UNIT, MAX_SLICES_PER_UNIT, report
+        )
+
+    profile = _profile(raw, unit, child(path, "profile"), report)
+
+    max_devices: int | None = None
+    raw_max = _optional(raw, "maxDevicesPerNode")
+    if raw_max is not _MISSING:
+        max_devices = _integer(raw_max, child(path, "maxDevicesPerNode"), 1, None, report)
+
+    devices = _devices(_optional(raw, "devices"), child(path, "devices"), report)
+
+    prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
+    resource_name = f"{prefix}/{name}"
+    if name is not None and prefix is not None:
+        problem = validate_extended_resource_name(resource_name)
+        if problem is not None:
+            report.add(child(path, "name"), f"resource name {resource_name!r} is invalid: {problem}")
+
+    if not report.clean_since(start) or name is None or prefix is None or unit is None or slices is None:
+        return None
+    return Pool(
+        name=name,
+        resource_name=resource_name,
+        unit=unit,
+        slices_per_unit=slices,
+        profile=profile,
+        max_devices_per_node=max_devices,
+        devices=devices or (),
+        source=source,
+    )
+
+
+def parse_native_data(document: object, source: str) -> list[Pool]:
+    """Validate an already-loaded native document; see :func:`parse_native`."""
+    report = _Report(source)
+    if document is None:
+        return []
+    if not isinstance(document, Mapping):
+        raise ConfigErrors(
+            [
+                ConfigError(
+                    source,
+                    DOCUMENT_PATH,
+                    f"must be a mapping with version and pools, got {describe_value(document)}",
+                )
+            ]
+        )
+    _check_keys(document, TOP_LEVEL_KEYS, "", report)
+
+    raw_pools = _optional(document, "pools")
+    pools_list: list[object] = []
+    if raw_pools is not _MISSING:
+        if isinstance(raw_pools, list):
+            pools_list = raw_pools
+        else:
+            report.add("pools", f"must be a list, got {describe_value(raw_pools)}")
+
+    raw_version = _optional(document, "version")
+    if raw_version is _MISSING:
+        if pools_list:
+            report.add("version", f"required; must be {VERSION!r}")
+    elif not (isinstance(raw_version, str) and raw_version == VERSION):
+        report.add("version", f"must be {VERSION!r}, got {describe_value(raw_version)}")
+
+    prefixes = _prefixes(document, pools_list, report)
+    pools: list[Pool] = []
+    first_index: dict[str, int] = {}
+    for index, raw_pool in enumerate(pools_list):
+        path = item("pools", index)
+        pool = _pool(raw_pool, path, prefixes, source, report)
+        name = raw_pool.get("name") if isinstance(raw_pool, Mapping) else None
+        if isinstance(name, str) and name:
+            if name in first_index:
+                report.add(
+                    child(path, "name"),
+                    f"duplicate pool name {name!r} (first defined at {item('pools', first_index[name])})",
+                )
+                continue
+            first_index[name] = index
+        if pool is not None:
+            pools.append(pool)
+    if report.errors:
+        raise ConfigErrors(report.errors)
+    return pools
+
+
+def parse_native(text: str, source: str, syntax: Syntax = "yaml") -> list[Pool]:
+    """Parse a native pool document; the pools in document order, each with ``source`` set.
+
+    Raises :class:`ConfigErrors` with every problem found, each with the field path. Cards listed in
+    two pools are not an error here (use :func:`~hcs_deviceplugin.pools.conflicts.find_conflicts`).
+    """
+    return parse_native_data(load_document(text, source, syntax), source)
