@@ -1,8 +1,9 @@
 """Choosing which units to hand out when kubelet asks for a preferred allocation.
 
 A pure function of its inputs so it can be tested in tables. This first version honours
-``must_include`` and ``size`` exactly, never returns a unit that is not available, keeps a request on
-one NUMA node when it can, and spreads time-slice replicas over distinct cards. Topology scores
+``must_include`` and ``size`` exactly, never returns a unit that is not available, spreads time-slice
+replicas over distinct cards (two replicas of one card give a container no more hardware), and
+among equally spread choices keeps the request on one NUMA node. Topology scores
 (NVLink/HCCS/xGMI/...) come later; the signature stays.
 """
 
@@ -44,4 +45,4 @@ def _rank(uid: str, chosen: Sequence[str], units: Mapping[str, Unit]) -> tuple[i
     numa_nodes = {u.numa_node for u in chosen_units if u.numa_node is not None}
     other_numa = int(bool(numa_nodes) and unit.numa_node not in numa_nodes)
     same_card = int(unit.hardware_id in used_cards)
-    return (0, other_numa, same_card, uid)
+    return (0, same_card, other_numa, uid)

@@ -39,7 +39,12 @@ def command_simulate(args: argparse.Namespace) -> int:
     daemon.add_source(lambda on_change: DirectoryPoolSource(pools_dir, on_change))
     live = sys.stdout.isatty() and not args.once
     step_done = threading.Event()
-    scenario.pause = (lambda: stop.wait(args.step_seconds)) if not args.once else (lambda: None)
+    if not args.once:
+
+        def pause() -> None:
+            stop.wait(args.step_seconds)
+
+        scenario.pause = pause
     painter = threading.Thread(
         target=_paint_live, args=(daemon, kubelet, scenario, stop, step_done), daemon=True
     )

@@ -26,7 +26,9 @@ def pools_table(view: DaemonView, kubelet: KubeletSimulator) -> str:
         units = pool_view.units
         healthy = sum(1 for u in units if u.health is Health.HEALTHY)
         resource = resources.get(pool_view.pool.resource_name)
-        seen = f"{len(resource.healthy)}/{len(resource.healthy) + len(resource.unhealthy)}" if resource else "-"
+        seen = (
+            f"{len(resource.healthy)}/{len(resource.healthy) + len(resource.unhealthy)}" if resource else "-"
+        )
         mode = pool_view.pool.unit.value + (
             f" x{pool_view.pool.slices_per_unit}" if pool_view.pool.time_sliced else ""
         )

@@ -21,8 +21,9 @@ ALL = sorted(UNITS)
     [
         (ALL, [], 1, ["A::0"]),
         (ALL, [], 2, ["A::0", "B::0"]),
-        (ALL, [], 3, ["A::0", "B::0", "A::1"]),
-        (ALL, ["C::2"], 2, ["C::2", "C::0"]),
+        (ALL, [], 3, ["A::0", "B::0", "C::0"]),
+        (ALL, [], 4, ["A::0", "B::0", "C::0", "A::1"]),
+        (ALL, ["C::2"], 2, ["C::2", "A::0"]),
         (ALL, ["A::1", "B::1"], 2, ["A::1", "B::1"]),
         (["A::0", "A::1"], [], 5, ["A::0", "A::1"]),
         (ALL, [], 0, []),
@@ -31,8 +32,9 @@ ALL = sorted(UNITS)
     ids=[
         "one",
         "spread-two-cards",
-        "same-numa-before-other-numa",
-        "must-include-keeps-numa",
+        "distinct-cards-before-numa",
+        "then-same-numa-again",
+        "must-include-then-spread",
         "must-include-fills",
         "short-of-size",
         "size-zero",
