@@ -1,0 +1,214 @@
+"""``python -m bench``: latency of the daemon's hot paths, against a floor measured in the same run.
+
+Everything runs for real on this machine: the daemon on the simulated backend, the kubelet
+simulator, gRPC over unix sockets, the pools volume with kubelet's ``..data`` swap. Each line gives
+the median and p99 of many samples and, for gRPC calls, the ratio to a no-op call
+(GetDevicePluginOptions) on the same socket, so the numbers compare across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.backend import BackendConfig
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.model import Health, HealthEvent
+from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+from vendors.simulated import SimulatedBackend, create_backend
+
+NODE = "builtin:eight-gpu-nvlink"
+WAIT = 10.0
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    samples: list[float]
+    floor: float | None = None
+
+    def line(self) -> str:
+        median = statistics.median(self.samples)
+        p99 = percentile(self.samples, 99)
+        ratio = f"{median / self.floor:8.2f}x" if self.floor else " " * 9
+        return f"{self.name:<44} n={len(self.samples):>5}  median {fmt(median)}  p99 {fmt(p99)}  {ratio}"
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def fmt(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:8.1f} us"
+    return f"{seconds * 1e3:8.2f} ms"
+
+
+def pools_doc(pools: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump({"version": "v1", "pools": pools}, sort_keys=False)
+
+
+@contextmanager
+def node(pool_text: str) -> Iterator[tuple[Path, KubeletSimulator, SimulatedBackend, Daemon]]:
+    root = Path(tempfile.mkdtemp(prefix="hcsb", dir="/tmp"))
+    stop = threading.Event()
+    backend = create_backend(BackendConfig(options={"node": NODE}, stop=stop))
+    kubelet = KubeletSimulator(root / "dp")
+    kubelet.start()
+    write_configmap_volume(root / "pools", {"pools.yaml": pool_text})
+    daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
+    daemon.add_source(lambda cb: DirectoryPoolSource(root / "pools", cb))
+    daemon.start()
+    try:
+        yield root, kubelet, backend, daemon
+    finally:
+        stop.set()
+        daemon.stop()
+        kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def time_calls(call: Callable[[], object], count: int) -> list[float]:
+    for _ in range(min(100, count)):
+        call()  # warm up connection and caches
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def bench_grpc(calls: int) -> list[Result]:
+    cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
+    text = pools_doc([{"name": "bench", "devices": [{"uuid": c} for c in cards]}])
+    with node(text) as (root, kubelet, _backend, _daemon):
+        kubelet.wait_for(lambda k: "gpu.deckhouse.io/bench" in k.resources(), WAIT, "registered")
+        channel = grpc.insecure_channel(f"unix:{root / 'dp' / 'hcs-gpu.deckhouse.io_bench.sock'}")
+        stub = pb_grpc.DevicePluginStub(channel)
+        one = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=cards[:1])])
+        eight = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=cards[:8])])
+        preferred = pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(available_deviceIDs=cards, allocation_size=4)
+            ]
+        )
+        floor_samples = time_calls(lambda: stub.GetDevicePluginOptions(pb.Empty()), calls)
+        floor = statistics.median(floor_samples)
+        results = [
+            Result("no-op gRPC (GetDevicePluginOptions): floor", floor_samples, floor),
+            Result("Allocate, 1 unit", time_calls(lambda: stub.Allocate(one), calls), floor),
+            Result("Allocate, 8 units", time_calls(lambda: stub.Allocate(eight), calls), floor),
+            Result(
+                "GetPreferredAllocation, 4 of 8",
+                time_calls(lambda: stub.GetPreferredAllocation(preferred), calls),
+                floor,
+            ),
+        ]
+        channel.close()
+        return results
+
+
+def bench_health(rounds: int) -> Result:
+    cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
+    text = pools_doc([{"name": "bench", "devices": [{"uuid": c} for c in cards]}])
+    with node(text) as (_root, kubelet, backend, _daemon):
+        kubelet.wait_for(lambda k: "gpu.deckhouse.io/bench" in k.resources(), WAIT, "registered")
+        seen = threading.Condition()
+        arrivals: list[tuple[float, frozenset[str]]] = []
+
+        def listener(resource: str, devices: list[pb.Device], at: float) -> None:
+            with seen:
+                arrivals.append((at, frozenset(d.ID for d in devices if d.health != "Healthy")))
+                seen.notify_all()
+
+        kubelet.add_snapshot_listener(listener)
+        samples = []
+        for i in range(rounds):
+            health = Health.UNHEALTHY if i % 2 == 0 else Health.HEALTHY
+            want = frozenset({cards[0]}) if health is Health.UNHEALTHY else frozenset()
+            start = time.monotonic()
+            backend.inject(HealthEvent(cards[0], health, "bench"))
+            with seen:
+                if not seen.wait_for(
+                    lambda w=want, s=start: any(t >= s and u == w for t, u in arrivals), WAIT
+                ):
+                    raise TimeoutError("health change never reached the kubelet simulator")
+                arrival = next(t for t, u in arrivals if t >= start and u == want)
+                arrivals.clear()
+            samples.append(arrival - start)
+        return Result("health event -> ListAndWatch at kubelet", samples)
+
+
+def bench_pool_change(rounds: int) -> Result:
+    cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
+    docs = [
+        pools_doc([{"name": "bench", "devices": [{"uuid": c} for c in cards[: 4 + i % 2]]}]) for i in range(2)
+    ]
+    with node(docs[0]) as (root, kubelet, _backend, _daemon):
+        resource = "gpu.deckhouse.io/bench"
+        kubelet.wait_for(lambda k: resource in k.resources() and k.resource(resource).connected, WAIT, "up")
+        samples = []
+        for i in range(1, rounds + 1):
+            want = 4 + i % 2
+            start = time.monotonic()
+            write_configmap_volume(root / "pools", {"pools.yaml": docs[i % 2]})
+
+            def applied(k: KubeletSimulator, w: int = want) -> bool:
+                return len(k.resource(resource).healthy) == w
+
+            kubelet.wait_for(applied, WAIT, "pool change")
+            samples.append(time.monotonic() - start)
+        return Result("pool file (..data swap) -> ListAndWatch", samples)
+
+
+def bench_start(rounds: int, pools: int) -> Result:
+    cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
+    text = pools_doc([{"name": f"p{i}", "devices": [{"uuid": cards[i]}]} for i in range(pools)])
+    names = {f"gpu.deckhouse.io/p{i}" for i in range(pools)}
+    samples = []
+    for _ in range(rounds):
+        start = time.monotonic()
+        with node(text) as (_root, kubelet, _backend, _daemon):
+            kubelet.wait_for(
+                lambda k: all(n in k.resources() and k.resource(n).connected for n in names), WAIT, "all up"
+            )
+            samples.append(time.monotonic() - start)
+    return Result(f"start -> all {pools} pools registered + streaming", samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="gRPC calls per measurement (>= 1000)")
+    parser.add_argument("--rounds", type=int, default=200, help="health and pool-change rounds")
+    args = parser.parse_args(argv)
+    print(f"hcs-deviceplugin bench: simulated node {NODE}, {args.calls} calls, {args.rounds} rounds")
+    print(f"{'measurement':<44} {'':>7}  {'':>15}  {'':>15}  vs floor")
+    for result in bench_grpc(args.calls):
+        print(result.line(), flush=True)
+    print(bench_health(args.rounds).line(), flush=True)
+    print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
+    print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
