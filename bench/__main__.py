@@ -147,10 +147,12 @@ def bench_health(rounds: int) -> Result:
             want = frozenset({cards[0]}) if health is Health.UNHEALTHY else frozenset()
             start = time.monotonic()
             backend.inject(HealthEvent(cards[0], health, "bench"))
+
+            def arrived(w: frozenset[str] = want, s: float = start) -> bool:
+                return any(t >= s and u == w for t, u in arrivals)
+
             with seen:
-                if not seen.wait_for(
-                    lambda w=want, s=start: any(t >= s and u == w for t, u in arrivals), WAIT
-                ):
+                if not seen.wait_for(arrived, WAIT):
                     raise TimeoutError("health change never reached the kubelet simulator")
                 arrival = next(t for t, u in arrivals if t >= start and u == want)
                 arrivals.clear()
