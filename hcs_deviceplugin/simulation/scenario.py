@@ -158,5 +158,10 @@ class Scenario:
             lambda k: len(k.resource(resource).healthy) > before, STEP_TIMEOUT, f"{target} to grow"
         )
         self.say(f"5. pool change applied live: card {card_id} moved {source} -> {target}")
-        self.kubelet.allocate(f"{target}-pod-new", "main", resource, 1)
-        self.say(f"6. a new pod got a {target} replica on the moved card's capacity")
+        record = self.kubelet.allocate(f"{target}-pod-new", "main", resource, 1)
+        where = ", ".join(record.device_ids)
+        on_moved = any(d.split("::")[0] == card_id for d in record.device_ids)
+        self.say(
+            f"6. a new pod got {where} in {target}"
+            + (" (the least-loaded card: the one just moved)" if on_moved else "")
+        )

@@ -45,6 +45,14 @@ def test_preferred_allocation(available: list[str], must: list[str], size: int, 
     assert preferred_allocation(available, must, size, UNITS) == expected
 
 
+def test_single_replica_goes_to_the_least_loaded_card() -> None:
+    # A::0-2 and B::0 are held (not offered): B carries 1 replica, A 3, C none on NUMA 1.
+    offered = ["A::3", "B::1", "B::2", "B::3"]
+    assert preferred_allocation(offered, [], 1, UNITS) == ["B::1"]
+    all_of_c = ["C::0", "C::1", "C::2", "C::3"]
+    assert preferred_allocation([*offered, *all_of_c], [], 1, UNITS) == ["C::0"]
+
+
 def test_result_is_deterministic_and_within_available() -> None:
     first = preferred_allocation(ALL, ["B::2"], 6, UNITS)
     assert first == preferred_allocation(ALL, ["B::2"], 6, UNITS)
