@@ -1,7 +1,10 @@
 """The Backend protocol every vendor implements, and loading backends from entry points.
 
 A backend only discovers, partitions, watches health and describes what a container needs; the core
-does everything else. Backends are found through the entry-point group ``hcs_deviceplugin.vendors``:
+does everything else. A backend may also define ``close()``: the daemon calls it once on shutdown,
+after the health stream has ended, to release library handles (e.g. NVML's reference count).
+
+Backends are found through the entry-point group ``hcs_deviceplugin.vendors``:
 each entry point names a factory ``create_backend(config: BackendConfig) -> Backend``. A factory that
 finds its library or sysfs missing raises :class:`BackendAbsent` with the reason, and the daemon goes
 on with the other backends.

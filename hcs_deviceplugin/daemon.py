@@ -212,6 +212,10 @@ class Daemon:
             self._servers.clear()
         for server in servers:
             server.stop(drain=False)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for name, backend in self._backends.items():
+            close_backend(name, backend)
         self._notify()
 
     def view(self) -> DaemonView:
@@ -442,6 +446,17 @@ class Daemon:
             failed_backends=MappingProxyType(dict(self._failed)),
             applied_changes=self._applied,
         )
+
+
+def close_backend(name: str, backend: Backend) -> None:
+    """Release a backend's library handles if it has an optional ``close()`` (see backend.py)."""
+    close = getattr(backend, "close", None)
+    if not callable(close):
+        return
+    try:
+        close()
+    except Exception:
+        log.exception("backend %s failed to close", name)
 
 
 def _with_health(card: Card, health: Mapping[str, Health]) -> Card:

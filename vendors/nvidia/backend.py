@@ -1,0 +1,241 @@
+"""The NVIDIA backend: NVML discovery, health, MIG layouts and ContainerEdits behind the Backend protocol.
+
+It owns one NVML reference for its lifetime (taken in :func:`create_backend`, released by
+:meth:`NvidiaBackend.close`), the last discovered inventory (so Allocate never calls NVML) and the
+health state the monitor reports (so ``discover()`` and the health stream agree).
+
+Options (``BackendConfig.options``; unknown keys are errors):
+- ``library``: libnvidia-ml path; default env ``HCS_NVML_LIB``, else the loader's search, then the
+  driver folders under ``host_root``.
+- ``deviceListStrategy``, ``deviceIDStrategy``, ``passDeviceSpecs``, ``devRoot``, ``cdiAnnotationPrefix``,
+  ``cdiKind``, ``migStrategy``: Allocate defaults (:mod:`vendors.nvidia.edits`); pool options override.
+- ``ignoredXids``: Xids that never make a card Unhealthy; replaces the default 13,31,43,45,68,109.
+- ``disableHealthChecks`` / ``enableHealthChecks``: default env ``DP_DISABLE_HEALTHCHECKS`` /
+  ``DP_ENABLE_HEALTHCHECKS``, with upstream's meaning.
+- ``recoverySeconds`` (60): quiet time before a device is probed and reported Healthy; negative: never.
+- ``healthWaitMs`` (1000): the longest event wait, so the bound on noticing ``stop``.
+- ``retryBackoffSeconds`` / ``retryBackoffMaxSeconds`` (1 / 30): back-off while NVML fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.model import (
+    Card,
+    ContainerEdits,
+    HealthEvent,
+    Inventory,
+    LinkMatrix,
+    NotSupportedError,
+    Partition,
+    Unit,
+)
+from vendors.nvidia import discovery, edits, mig, nvml
+from vendors.nvidia.health import HealthMonitor, HealthSettings, XidPolicy
+
+log = logging.getLogger(__name__)
+
+LIBRARY_ENV = "HCS_NVML_LIB"
+_EDIT_KEYS = frozenset(
+    {
+        "deviceListStrategy",
+        "deviceIDStrategy",
+        "passDeviceSpecs",
+        "devRoot",
+        "cdiAnnotationPrefix",
+        "cdiKind",
+        "migStrategy",
+    }
+)
+_HEALTH_KEYS = frozenset(
+    {
+        "ignoredXids",
+        "disableHealthChecks",
+        "enableHealthChecks",
+        "recoverySeconds",
+        "healthWaitMs",
+        "retryBackoffSeconds",
+        "retryBackoffMaxSeconds",
+    }
+)
+OPTION_KEYS = frozenset({"library"}) | _EDIT_KEYS | _HEALTH_KEYS
+
+
+def _number(options: Mapping[str, str], key: str, default: float) -> float:
+    if key not in options:
+        return default
+    try:
+        return float(options[key])
+    except ValueError:
+        raise ValueError(f"nvidia option {key} must be a number, not {options[key]!r}") from None
+
+
+@dataclass(frozen=True)
+class NvidiaSettings:
+    """The backend's options (``--backend-option nvidia.<key>=<value>``), parsed and checked."""
+
+    library: str | None = None
+    edit_defaults: edits.EditOptions = field(default_factory=edits.EditOptions)
+    health: HealthSettings = field(default_factory=HealthSettings)
+
+    @staticmethod
+    def parse(options: Mapping[str, str], environ: Mapping[str, str]) -> NvidiaSettings:
+        """Unknown keys and bad values are errors: a misspelt option must not silently do nothing."""
+        unknown = sorted(set(options) - OPTION_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown nvidia option(s) {', '.join(unknown)}; known: {', '.join(sorted(OPTION_KEYS))}"
+            )
+        policy = XidPolicy.parse(
+            ignored=options.get("ignoredXids"),
+            disable=options.get("disableHealthChecks", environ.get("DP_DISABLE_HEALTHCHECKS")),
+            enable=options.get("enableHealthChecks", environ.get("DP_ENABLE_HEALTHCHECKS")),
+        )
+        health = HealthSettings(
+            policy=policy,
+            recovery_seconds=_number(options, "recoverySeconds", 60.0),
+            wait_ms=int(_number(options, "healthWaitMs", 1000)),
+            backoff_seconds=_number(options, "retryBackoffSeconds", 1.0),
+            backoff_max_seconds=_number(options, "retryBackoffMaxSeconds", 30.0),
+        )
+        return NvidiaSettings(
+            library=options.get("library") or environ.get(LIBRARY_ENV) or None,
+            edit_defaults=edits.parse_edit_options({k: v for k, v in options.items() if k in _EDIT_KEYS}),
+            health=health,
+        )
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    inventory: Inventory
+    cards: Mapping[str, Card]
+    partitions: Mapping[str, Partition]
+
+    @staticmethod
+    def of(inventory: Inventory) -> _Snapshot:
+        return _Snapshot(
+            inventory, {c.id: c for c in inventory.cards}, {p.id: p for p in inventory.partitions}
+        )
+
+
+class NvidiaBackend:
+    """NVIDIA GPUs and MIG devices through NVML (pynvml)."""
+
+    name = "nvidia"
+
+    def __init__(self, config: BackendConfig, settings: NvidiaSettings, library: str) -> None:
+        self._config = config
+        self._settings = settings
+        self.library = library
+        self._nvml_lock = threading.Lock()  # one discovery or partition at a time
+        self._state_lock = threading.Lock()
+        self._snapshot: _Snapshot | None = None
+        self._unhealthy: dict[str, str] = {}
+        self._closed = False
+
+    # -- Backend protocol -------------------------------------------------------------------------
+
+    def discover(self) -> Inventory:
+        """Cards, MIG devices and links now; health as the monitor last reported it.
+
+        If NVML itself fails, the previous inventory is returned with every card Unhealthy; with no
+        previous inventory the error propagates.
+        """
+        with self._nvml_lock:
+            previous = self._snapshot.inventory if self._snapshot else None
+            try:
+                found = discovery.discover(self._config.host_root, previous)
+            except nvml.NvmlError as err:
+                if previous is None:
+                    raise
+                log.warning("NVML discovery failed (%s); reporting every NVIDIA card Unhealthy", err)
+                everything = {c.id: f"NVML failing: {err}" for c in previous.cards}
+                return discovery.with_health(previous, everything)
+            with self._state_lock:
+                self._snapshot = _Snapshot.of(found)
+                unhealthy = dict(self._unhealthy)
+        return discovery.with_health(found, unhealthy)
+
+    def health_events(self) -> Iterator[HealthEvent]:
+        monitor = HealthMonitor(
+            self._inventory, self._settings.health, self._config.stop, self._health_changed
+        )
+        return monitor.events()
+
+    def container_edits(
+        self, units: Sequence[Unit], options: Mapping[str, str] | None = None
+    ) -> ContainerEdits:
+        snapshot = self._snapshot or _Snapshot.of(self.discover())
+        edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
+        return edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
+
+    def links(self) -> LinkMatrix:
+        return self._inventory().links
+
+    def partition(self, card: Card, profile: str, count: int) -> list[Partition]:
+        """Fill ``card`` with ``count`` MIG devices of ``profile`` (see :func:`mig.fill_card`)."""
+        if card.backend != self.name:
+            raise NotSupportedError(f"card {card.id} belongs to backend {card.backend}, not nvidia")
+        with self._nvml_lock:
+            mig.fill_card(card, profile, count)
+        inventory = self.discover()
+        return [p for p in inventory.partitions if p.card_id == card.id and p.profile == profile]
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release this backend's NVML reference (the library stays loaded, as pynvml does)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            nvml.shutdown()
+        except nvml.NvmlError as err:
+            log.debug("nvmlShutdown: %s", err)
+
+    def __enter__(self) -> NvidiaBackend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _inventory(self) -> Inventory:
+        """The last discovered inventory; discover now if there is none (empty if NVML fails)."""
+        snapshot = self._snapshot
+        if snapshot is not None:
+            return snapshot.inventory
+        try:
+            return self.discover()
+        except nvml.NvmlError as err:
+            log.warning("NVIDIA discovery failed: %s", err)
+            return Inventory()
+
+    def _health_changed(self, device_id: str, reason: str | None) -> None:
+        with self._state_lock:
+            if reason is None:
+                self._unhealthy.pop(device_id, None)
+            else:
+                self._unhealthy[device_id] = reason
+
+
+def create_backend(config: BackendConfig) -> NvidiaBackend:
+    """Load and initialise NVML; BackendAbsent (with the reason) when the library or driver is missing."""
+    settings = NvidiaSettings.parse(config.options, os.environ)
+    try:
+        library = nvml.open_library(settings.library, config.host_root)
+    except nvml.LibraryUnavailable as err:
+        raise BackendAbsent(str(err)) from None
+    backend = NvidiaBackend(config, settings, library)
+    log.info("NVIDIA backend using %s", library)
+    return backend

@@ -1,0 +1,520 @@
+"""Typed access to NVML through pynvml, and the one place that loads the library.
+
+pynvml is untyped and raises a zoo of generated exception classes; every other module of this
+backend calls the small typed functions here instead, and sees one exception, :class:`NvmlError`,
+with the numeric ``nvmlReturn_t`` code. A symbol missing from the library (pynvml's FunctionNotFound)
+is code 13, so "not supported" and "not there" are handled alike by :attr:`NvmlError.unsupported`.
+
+pynvml keeps the library and its resolved function pointers in module globals and has no path
+option (nvidia.md §1.1), so :func:`open_library` sets ``pynvml.nvmlLib`` itself; switching to another
+file (tests with several fakes) clears the pointer cache, and is refused while NVML is initialised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NewType, TypeVar
+
+import pynvml
+
+log = logging.getLogger(__name__)
+
+SUCCESS = 0
+ERROR_UNINITIALIZED = 1
+ERROR_INVALID_ARGUMENT = 2
+ERROR_NOT_SUPPORTED = 3
+ERROR_NOT_FOUND = 6
+ERROR_TIMEOUT = 10
+ERROR_LIBRARY_NOT_FOUND = 12
+ERROR_FUNCTION_NOT_FOUND = 13
+ERROR_GPU_IS_LOST = 15
+ERROR_UNKNOWN = 999
+
+EVENT_SINGLE_BIT_ECC = 0x1
+EVENT_DOUBLE_BIT_ECC = 0x2
+EVENT_XID_CRITICAL = 0x8
+NO_INSTANCE = 0xFFFFFFFF
+
+GPU_INSTANCE_PROFILE_COUNT = 0x12
+COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
+NVLINK_MAX_LINKS = 36
+NVLINK_DEVICE_TYPE_GPU = 0x00
+NVLINK_DEVICE_TYPE_SWITCH = 0x02
+
+LIBRARY_NAME = "libnvidia-ml.so.1"
+# Where driver packages put the library, searched under the host root after the loader's own search.
+HOST_LIBRARY_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "usr/lib", "lib64")
+
+Device = NewType("Device", object)
+GpuInstance = NewType("GpuInstance", object)
+ComputeInstance = NewType("ComputeInstance", object)
+EventSet = NewType("EventSet", object)
+
+_T = TypeVar("_T")
+
+
+class NvmlError(Exception):
+    """An NVML call failed. ``code`` is the ``nvmlReturn_t`` value; 13 means the symbol is missing."""
+
+    def __init__(self, code: int, message: str, call: str = "") -> None:
+        super().__init__(f"{call}: {message}" if call else message)
+        self.code = code
+        self.call = call
+
+    @property
+    def unsupported(self) -> bool:
+        """The library cannot do this here (NOT_SUPPORTED) or at all (symbol not exported)."""
+        return self.code in (ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND)
+
+
+class LibraryUnavailable(Exception):
+    """No usable NVML library: not found, not loadable, or its init failed. The message says which."""
+
+
+def _call(name: str, *args: object) -> Any:
+    """Call ``pynvml.<name>`` and turn any NVMLError into :class:`NvmlError`."""
+    try:
+        return getattr(pynvml, name)(*args)
+    except pynvml.NVMLError as err:
+        code = int(err.value)
+        try:
+            text = str(err)
+        except Exception:  # str() may call back into a broken library
+            text = f"NVML error {code}"
+        raise NvmlError(code, text, name) from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Loading and init
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Loaded:
+    """Which library this module installed into pynvml (pynvml itself does not remember a path)."""
+
+    lock = threading.Lock()
+    path: str | None = None
+
+
+def _initialised() -> bool:
+    return int(getattr(pynvml, "_nvmlLib_refcount", 0)) > 0
+
+
+def _install(lib: ctypes.CDLL, path: str) -> None:
+    pynvml.nvmlLib = lib
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    _Loaded.path = path
+
+
+def _load_explicit(path: str) -> str:
+    if _Loaded.path == path and pynvml.nvmlLib is not None:
+        return path
+    if pynvml.nvmlLib is not None and _initialised():
+        raise LibraryUnavailable(
+            f"cannot switch to {path}: NVML library {_Loaded.path or '<loaded by pynvml>'} is initialised "
+            "in this process"
+        )
+    if not Path(path).exists():
+        raise LibraryUnavailable(f"NVML library {path} does not exist")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as err:
+        raise LibraryUnavailable(f"cannot load NVML library {path}: {err}") from None
+    _install(lib, path)
+    return path
+
+
+def _load_default(host_root: Path) -> str:
+    if pynvml.nvmlLib is not None:
+        return _Loaded.path or LIBRARY_NAME
+    tried = [f"{LIBRARY_NAME} (dynamic loader search)"]
+    try:
+        _install(ctypes.CDLL(LIBRARY_NAME), LIBRARY_NAME)
+        return LIBRARY_NAME
+    except OSError:
+        pass
+    for directory in HOST_LIBRARY_DIRS:
+        candidate = host_root / directory / LIBRARY_NAME
+        tried.append(str(candidate))
+        if candidate.exists():
+            try:
+                _install(ctypes.CDLL(str(candidate)), str(candidate))
+                return str(candidate)
+            except OSError as err:
+                log.warning("cannot load %s: %s", candidate, err)
+    raise LibraryUnavailable("NVML library not found; tried " + ", ".join(tried))
+
+
+def open_library(path: str | None, host_root: Path) -> str:
+    """Load NVML (``path`` if given, else the loader's search, then ``host_root`` driver dirs) and init it.
+
+    Returns the library used. Raises :class:`LibraryUnavailable` with the reason when the library is
+    missing or ``nvmlInit`` fails (driver not loaded, version mismatch, ...). Each successful call
+    takes one NVML reference; release it with :func:`shutdown`.
+    """
+    with _Loaded.lock:
+        used = _load_explicit(path) if path else _load_default(host_root)
+    try:
+        init()
+    except NvmlError as err:
+        raise LibraryUnavailable(f"nvmlInit failed with {used}: {err}") from None
+    return used
+
+
+def init() -> None:
+    _call("nvmlInit")
+
+
+def shutdown() -> None:
+    _call("nvmlShutdown")
+
+
+# ---------------------------------------------------------------------------------------------------
+# System and identity
+# ---------------------------------------------------------------------------------------------------
+
+
+def driver_version() -> str:
+    return str(_call("nvmlSystemGetDriverVersion"))
+
+
+def device_count() -> int:
+    return int(_call("nvmlDeviceGetCount"))
+
+
+def handle_by_index(index: int) -> Device:
+    return Device(_call("nvmlDeviceGetHandleByIndex", index))
+
+
+def handle_by_uuid(uuid: str) -> Device:
+    return Device(_call("nvmlDeviceGetHandleByUUID", uuid))
+
+
+def uuid(device: Device) -> str:
+    return str(_call("nvmlDeviceGetUUID", device))
+
+
+def name(device: Device) -> str:
+    return str(_call("nvmlDeviceGetName", device))
+
+
+def minor_number(device: Device) -> int:
+    return int(_call("nvmlDeviceGetMinorNumber", device))
+
+
+def index(device: Device) -> int:
+    return int(_call("nvmlDeviceGetIndex", device))
+
+
+def memory_total(device: Device) -> int:
+    return int(_call("nvmlDeviceGetMemoryInfo", device).total)
+
+
+def compute_capability(device: Device) -> tuple[int, int]:
+    major, minor = _call("nvmlDeviceGetCudaComputeCapability", device)
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class PciInfo:
+    """``nvmlPciInfo_t``: ``bus_id`` as NVML writes it (``00000000:17:00.0``), ids as packed by NVML."""
+
+    bus_id: str
+    domain: int
+    bus: int
+    device: int
+    pci_device_id: int
+    pci_subsystem_id: int
+
+    @property
+    def vendor_id(self) -> int:
+        return self.pci_device_id & 0xFFFF
+
+    @property
+    def device_id(self) -> int:
+        return (self.pci_device_id >> 16) & 0xFFFF
+
+
+def _pci(raw: Any) -> PciInfo:
+    bus_id = raw.busId.decode() if isinstance(raw.busId, bytes) else str(raw.busId)
+    return PciInfo(
+        bus_id=bus_id,
+        domain=int(raw.domain),
+        bus=int(raw.bus),
+        device=int(raw.device),
+        pci_device_id=int(raw.pciDeviceId),
+        pci_subsystem_id=int(raw.pciSubSystemId),
+    )
+
+
+def pci_info(device: Device) -> PciInfo:
+    return _pci(_call("nvmlDeviceGetPciInfo", device))
+
+
+def numa_node_id(device: Device) -> int:
+    return int(_call("nvmlDeviceGetNumaNodeId", device))
+
+
+def memory_affinity_nodes(device: Device, words: int = 1) -> list[int]:
+    """NUMA nodes whose memory is local to the card (scope NODE); may be empty."""
+    raw = _call("nvmlDeviceGetMemoryAffinity", device, words, 0)
+    return [w * 64 + bit for w in range(words) for bit in range(64) if (int(raw[w]) >> bit) & 1]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Topology and NVLink
+# ---------------------------------------------------------------------------------------------------
+
+
+def common_ancestor(a: Device, b: Device) -> int:
+    return int(_call("nvmlDeviceGetTopologyCommonAncestor", a, b))
+
+
+def nvlink_active(device: Device, link: int) -> bool:
+    return int(_call("nvmlDeviceGetNvLinkState", device, link)) == 1
+
+
+def nvlink_version(device: Device, link: int) -> int:
+    return int(_call("nvmlDeviceGetNvLinkVersion", device, link))
+
+
+def nvlink_remote_pci(device: Device, link: int) -> PciInfo:
+    return _pci(_call("nvmlDeviceGetNvLinkRemotePciInfo", device, link))
+
+
+def nvlink_remote_type(device: Device, link: int) -> int:
+    return int(_call("nvmlDeviceGetNvLinkRemoteDeviceType", device, link))
+
+
+# ---------------------------------------------------------------------------------------------------
+# MIG
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceAttributes:
+    """``nvmlDeviceAttributes_t`` of a MIG device: its slices, SMs and memory."""
+
+    multiprocessor_count: int
+    gpu_instance_slices: int
+    compute_instance_slices: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class GpuInstanceProfile:
+    """``nvmlGpuInstanceProfileInfo(_v2)_t`` of profile index ``index``; ``name`` is empty from v1."""
+
+    index: int
+    id: int
+    slice_count: int
+    instance_count: int
+    multiprocessor_count: int
+    memory_mb: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ComputeInstanceProfile:
+    """``nvmlComputeInstanceProfileInfo(_v2)_t`` of CI profile index ``index``."""
+
+    index: int
+    id: int
+    slice_count: int
+    instance_count: int
+    name: str
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """``nvmlGpuInstanceInfo_t`` / ``nvmlComputeInstanceInfo_t``: id, profile id and placement."""
+
+    id: int
+    profile_id: int
+    start: int
+    size: int
+
+
+def mig_mode(device: Device) -> tuple[int, int]:
+    """(current, pending) MIG mode; NOT_SUPPORTED on cards that cannot do MIG."""
+    current, pending = _call("nvmlDeviceGetMigMode", device)
+    return int(current), int(pending)
+
+
+def max_mig_device_count(device: Device) -> int:
+    return int(_call("nvmlDeviceGetMaxMigDeviceCount", device))
+
+
+def mig_device_by_index(device: Device, slot: int) -> Device:
+    return Device(_call("nvmlDeviceGetMigDeviceHandleByIndex", device, slot))
+
+
+def is_mig_device(device: Device) -> bool:
+    # pynvml returns the c_uint itself, not an int (nvidia.md §1.3).
+    return bool(_call("nvmlDeviceIsMigDeviceHandle", device).value)
+
+
+def gpu_instance_id(device: Device) -> int:
+    return int(_call("nvmlDeviceGetGpuInstanceId", device))
+
+
+def compute_instance_id(device: Device) -> int:
+    return int(_call("nvmlDeviceGetComputeInstanceId", device))
+
+
+def attributes(device: Device) -> DeviceAttributes:
+    raw = _call("nvmlDeviceGetAttributes_v2", device)
+    return DeviceAttributes(
+        multiprocessor_count=int(raw.multiprocessorCount),
+        gpu_instance_slices=int(raw.gpuInstanceSliceCount),
+        compute_instance_slices=int(raw.computeInstanceSliceCount),
+        memory_mb=int(raw.memorySizeMB),
+    )
+
+
+def _with_v1_fallback(call_v2: Callable[[], _T], call_v1: Callable[[], _T]) -> _T:
+    """Prefer the ``…V`` symbol pynvml uses by default; use the v1 one when the library lacks it."""
+    try:
+        return call_v2()
+    except NvmlError as err:
+        if err.code != ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return call_v1()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpu_instance_profile(device: Device, profile_index: int) -> GpuInstanceProfile:
+    def read(version: int) -> GpuInstanceProfile:
+        raw = _call("nvmlDeviceGetGpuInstanceProfileInfo", device, profile_index, version)
+        return GpuInstanceProfile(
+            index=profile_index,
+            id=int(raw.id),
+            slice_count=int(raw.sliceCount),
+            instance_count=int(raw.instanceCount),
+            multiprocessor_count=int(raw.multiprocessorCount),
+            memory_mb=int(raw.memorySizeMB),
+            name=_text(raw.name) if version == 2 else "",
+        )
+
+    return _with_v1_fallback(lambda: read(2), lambda: read(1))
+
+
+def compute_instance_profile(gi: GpuInstance, profile_index: int) -> ComputeInstanceProfile:
+    def read(version: int) -> ComputeInstanceProfile:
+        raw = _call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, profile_index, 0, version)
+        return ComputeInstanceProfile(
+            index=profile_index,
+            id=int(raw.id),
+            slice_count=int(raw.sliceCount),
+            instance_count=int(raw.instanceCount),
+            name=_text(raw.name) if version == 2 else "",
+        )
+
+    return _with_v1_fallback(lambda: read(2), lambda: read(1))
+
+
+def gpu_instance_by_id(device: Device, gi_id: int) -> GpuInstance:
+    return GpuInstance(_call("nvmlDeviceGetGpuInstanceById", device, gi_id))
+
+
+def gpu_instance_info(gi: GpuInstance) -> InstanceInfo:
+    raw = _call("nvmlGpuInstanceGetInfo", gi)
+    return InstanceInfo(int(raw.id), int(raw.profileId), int(raw.placement.start), int(raw.placement.size))
+
+
+def compute_instance_by_id(gi: GpuInstance, ci_id: int) -> ComputeInstance:
+    return ComputeInstance(_call("nvmlGpuInstanceGetComputeInstanceById", gi, ci_id))
+
+
+def compute_instance_info(ci: ComputeInstance) -> InstanceInfo:
+    raw = _call("nvmlComputeInstanceGetInfo", ci)
+    return InstanceInfo(int(raw.id), int(raw.profileId), int(raw.placement.start), int(raw.placement.size))
+
+
+def gpu_instances(device: Device, profile_id: int, capacity: int) -> list[GpuInstance]:
+    """Existing GPU instances of ``profile_id``; ``capacity`` is the profile's instance count."""
+    array = (pynvml.c_nvmlGpuInstance_t * max(capacity, 1))()
+    count = ctypes.c_uint(0)
+    _call("nvmlDeviceGetGpuInstances", device, profile_id, array, ctypes.byref(count))
+    return [GpuInstance(array[k]) for k in range(count.value)]
+
+
+def compute_instances(gi: GpuInstance, profile_id: int, capacity: int) -> list[ComputeInstance]:
+    array = (pynvml.c_nvmlComputeInstance_t * max(capacity, 1))()
+    count = ctypes.c_uint(0)
+    _call("nvmlGpuInstanceGetComputeInstances", gi, profile_id, array, ctypes.byref(count))
+    return [ComputeInstance(array[k]) for k in range(count.value)]
+
+
+def create_gpu_instance(device: Device, profile_id: int) -> GpuInstance:
+    return GpuInstance(_call("nvmlDeviceCreateGpuInstance", device, profile_id))
+
+
+def create_compute_instance(gi: GpuInstance, profile_id: int) -> ComputeInstance:
+    return ComputeInstance(_call("nvmlGpuInstanceCreateComputeInstance", gi, profile_id))
+
+
+def destroy_gpu_instance(gi: GpuInstance) -> None:
+    _call("nvmlGpuInstanceDestroy", gi)
+
+
+def destroy_compute_instance(ci: ComputeInstance) -> None:
+    _call("nvmlComputeInstanceDestroy", ci)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventData:
+    """``nvmlEventData_t``; ``device`` is the handle's address, comparable with :func:`address`."""
+
+    device: int
+    event_type: int
+    event_data: int
+    gpu_instance_id: int
+    compute_instance_id: int
+
+
+def address(device: Device) -> int:
+    """The handle's pointer value: NVML hands out one stable handle per device."""
+    pointer: Any = device
+    return int(ctypes.cast(pointer, ctypes.c_void_p).value or 0)
+
+
+def event_set_create() -> EventSet:
+    return EventSet(_call("nvmlEventSetCreate"))
+
+
+def supported_event_types(device: Device) -> int:
+    return int(_call("nvmlDeviceGetSupportedEventTypes", device))
+
+
+def register_events(device: Device, mask: int, event_set: EventSet) -> None:
+    _call("nvmlDeviceRegisterEvents", device, mask, event_set)
+
+
+def event_set_wait(event_set: EventSet, timeout_ms: int) -> EventData:
+    """Next event, or NvmlError(TIMEOUT) after ``timeout_ms``. The GIL is released while it blocks."""
+    raw = _call("nvmlEventSetWait", event_set, timeout_ms)
+    return EventData(
+        device=address(Device(raw.device)),
+        event_type=int(raw.eventType),
+        event_data=int(raw.eventData),
+        gpu_instance_id=int(raw.gpuInstanceId),
+        compute_instance_id=int(raw.computeInstanceId),
+    )
+
+
+def event_set_free(event_set: EventSet) -> None:
+    _call("nvmlEventSetFree", event_set)

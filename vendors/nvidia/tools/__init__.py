@@ -1,0 +1,1 @@
+"""Operator tools for the NVIDIA backend (read-only)."""

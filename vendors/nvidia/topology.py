@@ -1,0 +1,139 @@
+"""Card-to-card links: NVLink from per-link remote PCI info, PCIe from the NVML common ancestor.
+
+Both follow go-gpuallocator (nvidia.md §3.9): NVLinks are counted by walking every link, keeping
+the ENABLED ones and matching the remote bus id against the other cards; the PCIe relation is
+``nvmlDeviceGetTopologyCommonAncestor``. Unlike go-gpuallocator, links that end on an NVSwitch are
+counted too (every pair of switch-attached cards is connected through the fabric), and a card or
+library without NVLink calls simply has no NVLink links (PCIe links only): topology never fails
+discovery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hcs_deviceplugin.model import Link, LinkKind, LinkMatrix
+from vendors.nvidia import nvml
+
+log = logging.getLogger(__name__)
+
+# nvmlGpuTopologyLevel_t → the coarser kinds of the model.
+LEVEL_KINDS: dict[int, LinkKind] = {
+    0: LinkKind.PCIE_SWITCH,  # INTERNAL: same board
+    10: LinkKind.PCIE_SWITCH,  # SINGLE: one PCIe switch
+    20: LinkKind.PCIE_SWITCH,  # MULTIPLE: several switches, no host bridge
+    30: LinkKind.PCIE_HOST_BRIDGE,  # HOSTBRIDGE
+    40: LinkKind.SAME_NUMA,  # NODE: same CPU socket
+    50: LinkKind.CROSS_SOCKET,  # SYSTEM: across the CPU interconnect
+}
+
+# Per-link, per-direction bandwidth in GB/s by NVLink version (P100: 20; V100, A100, H100: 25; B200: 50).
+NVLINK_GBPS: dict[int, float] = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+
+
+def normalise_bus_id(bus_id: str) -> str:
+    """``00000000:17:00.0`` → ``0000:17:00.0`` (lower case, 4-digit domain), the sysfs and pool form."""
+    text = bus_id.strip().lower()
+    parts = text.split(":")
+    if len(parts) == 3:
+        domain, bus, rest = parts
+        try:
+            return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{rest}"
+        except ValueError:
+            return text
+    if len(parts) == 2:
+        return f"0000:{text}"
+    return text
+
+
+@dataclass(frozen=True)
+class TopoCard:
+    """A card as topology needs it: id, NVML handle, normalised PCI address."""
+
+    id: str
+    handle: nvml.Device
+    pci_address: str
+
+
+@dataclass
+class _NvLinks:
+    peers: Counter[str] = field(default_factory=Counter)
+    switch_links: int = 0
+    gbps_per_link: float = 0.0
+
+
+def _walk_nvlinks(card: TopoCard, by_address: dict[str, str]) -> _NvLinks | None:
+    """Active NVLinks of one card; None when the card (or library) has no NVLink support."""
+    found = _NvLinks()
+    for link in range(nvml.NVLINK_MAX_LINKS):
+        try:
+            if not nvml.nvlink_active(card.handle, link):
+                continue
+            remote = normalise_bus_id(nvml.nvlink_remote_pci(card.handle, link).bus_id)
+        except nvml.NvmlError as err:
+            if err.unsupported and link == 0:
+                return None
+            if err.code in (nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_FUNCTION_NOT_FOUND):
+                break  # past the card's last link, or the library has no per-link calls
+            continue
+        if not found.gbps_per_link:
+            try:
+                found.gbps_per_link = NVLINK_GBPS.get(nvml.nvlink_version(card.handle, link), 0.0)
+            except nvml.NvmlError:
+                found.gbps_per_link = 0.0
+        peer = by_address.get(remote)
+        if peer is not None and peer != card.id:
+            found.peers[peer] += 1
+            continue
+        try:
+            if nvml.nvlink_remote_type(card.handle, link) == nvml.NVLINK_DEVICE_TYPE_SWITCH:
+                found.switch_links += 1
+        except nvml.NvmlError:
+            pass  # unknown far end: not a card of ours, so no card-to-card link
+    return found
+
+
+def nvlink_links(cards: Sequence[TopoCard]) -> list[tuple[str, str, Link]]:
+    """NVLink between each pair: direct links, plus the NVSwitch fabric when both cards are on it."""
+    by_address = {c.pci_address: c.id for c in cards}
+    walked = {c.id: _walk_nvlinks(c, by_address) for c in cards}
+    pairs: list[tuple[str, str, Link]] = []
+    for i, a in enumerate(cards):
+        for b in cards[i + 1 :]:
+            la, lb = walked[a.id], walked[b.id]
+            if la is None or lb is None:
+                continue
+            count = la.peers[b.id] or lb.peers[a.id]
+            if la.switch_links and lb.switch_links:
+                count += min(la.switch_links, lb.switch_links)
+            if count:
+                gbps = la.gbps_per_link or lb.gbps_per_link
+                pairs.append((a.id, b.id, Link(LinkKind.NVLINK, count=count, bandwidth_gbps=count * gbps)))
+    return pairs
+
+
+def pcie_links(cards: Sequence[TopoCard]) -> list[tuple[str, str, Link]]:
+    """One PCIe-path link per pair, from the common ancestor; none where NVML cannot say."""
+    pairs: list[tuple[str, str, Link]] = []
+    for i, a in enumerate(cards):
+        for b in cards[i + 1 :]:
+            try:
+                level = nvml.common_ancestor(a.handle, b.handle)
+            except nvml.NvmlError as err:
+                if err.unsupported:
+                    log.info("no PCIe topology from NVML (%s)", err)
+                    return []
+                log.warning("topology of %s and %s unknown: %s", a.id, b.id, err)
+                continue
+            kind = LEVEL_KINDS.get(level)
+            if kind is not None:
+                pairs.append((a.id, b.id, Link(kind)))
+    return pairs
+
+
+def link_matrix(cards: Sequence[TopoCard]) -> LinkMatrix:
+    """Every card pair's links: NVLink first (best kind), then the PCIe path."""
+    return LinkMatrix.from_pairs([*nvlink_links(cards), *pcie_links(cards)])
