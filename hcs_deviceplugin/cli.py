@@ -51,6 +51,13 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument(
         "--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname(), help="this node's name"
     )
+    run.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        help="kubelet pod-resources socket, to learn which devices running containers hold",
+    )
+    run.add_argument("--pod-resources-interval", type=float, default=5.0, help="seconds between polls")
     run.add_argument("--backend-option", action="append", default=[], metavar="NAME.KEY=VALUE")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--log-level", default="info")
@@ -109,7 +116,12 @@ def command_run(args: argparse.Namespace) -> int:
         names, lambda name: BackendConfig(host_root=args.host_root, options=options.get(name, {}), stop=stop)
     )
     daemon = Daemon(
-        DaemonConfig(plugin_dir=args.plugin_dir, node_name=args.node_name),
+        DaemonConfig(
+            plugin_dir=args.plugin_dir,
+            node_name=args.node_name,
+            pod_resources_socket=args.pod_resources_socket,
+            pod_resources_interval=args.pod_resources_interval,
+        ),
         loaded.running,
         absent_backends=loaded.absent,
     )

@@ -20,6 +20,8 @@ from types import MappingProxyType
 from typing import Protocol
 
 from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.holds import ProvisionalHold, held_cards, settle_provisional
+from hcs_deviceplugin.kubelet.podresources import PodResourcesUnavailable, list_held_devices
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher
 from hcs_deviceplugin.model import (
     Card,
@@ -32,7 +34,14 @@ from hcs_deviceplugin.model import (
     Unit,
 )
 from hcs_deviceplugin.plugin.server import Backoff, PluginServer, RegistrationStatus, ServerStatus
-from hcs_deviceplugin.reconciler import Desired, DesiredPool, desired_state, plan_changes
+from hcs_deviceplugin.reconciler import (
+    Desired,
+    DesiredPool,
+    HeldCard,
+    Plan,
+    desired_state,
+    plan_changes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,11 @@ class DaemonConfig:
     plugin_dir: Path
     node_name: str
     kubelet_socket_name: str = "kubelet.sock"
+    pod_resources_socket: Path | None = None
+    pod_resources_interval: float = 5.0
+    provisional_hold_seconds: float = 30.0
+    allocation_settle_seconds: float = 2.0
+    delivery_wait: float = 1.0
     backend_retry: Backoff = field(default_factory=lambda: Backoff(initial=0.5, maximum=30.0))
     registration_backoff: Backoff = field(default_factory=Backoff)
 
@@ -76,6 +90,7 @@ class DaemonView:
     pools: Mapping[str, PoolView]
     conflicts: Mapping[str, tuple[str, ...]]
     draining: Mapping[str, tuple[str, str]]
+    held: Mapping[str, HeldCard]
     config_errors: tuple[str, ...]
     absent_backends: Mapping[str, str]
     failed_backends: Mapping[str, str]
@@ -115,6 +130,18 @@ class _KubeletRestarted:
 
 
 @dataclass(frozen=True)
+class _HeldListed:
+    held: Mapping[str, frozenset[str]]
+    started_at: float
+
+
+@dataclass(frozen=True)
+class _Allocated:
+    resource: str
+    unit_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
 class _Tick:
     pass
 
@@ -124,7 +151,17 @@ class _Stop:
     pass
 
 
-_Event = _PoolsChanged | _HealthChanged | _BackendFailed | _Rediscovered | _KubeletRestarted | _Tick | _Stop
+_Event = (
+    _PoolsChanged
+    | _HealthChanged
+    | _BackendFailed
+    | _Rediscovered
+    | _KubeletRestarted
+    | _HeldListed
+    | _Allocated
+    | _Tick
+    | _Stop
+)
 
 
 class Daemon:
@@ -154,6 +191,11 @@ class Daemon:
         self._desired = Desired()
         self._servers: dict[str, PluginServer] = {}
         self._applied = 0
+        self._listed_held: dict[str, frozenset[str]] = {}
+        self._provisional: list[ProvisionalHold] = []
+        self._held: dict[str, HeldCard] = {}
+        self._poll_now = threading.Event()
+        self._pod_resources_error = ""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sources: list[PoolSource] = []
@@ -193,6 +235,10 @@ class Daemon:
             )
             self._threads.append(thread)
             thread.start()
+        if self.config.pod_resources_socket is not None:
+            poller = threading.Thread(target=self._poll_loop, name="pod-resources", daemon=True)
+            self._threads.append(poller)
+            poller.start()
         self._watcher.start()
 
     def stop(self) -> None:
@@ -200,6 +246,7 @@ class Daemon:
         if self._stop.is_set():
             return
         self._stop.set()
+        self._poll_now.set()
         self._events.put(_Stop())
         self._watcher.stop()
         for source in self._sources:
@@ -307,6 +354,19 @@ class Daemon:
             for card in self._inventories.get(event.backend, Inventory()).cards:
                 self._health[card.id] = Health.UNHEALTHY
             return True
+        if isinstance(event, _HeldListed):
+            self._listed_held = dict(event.held)
+            self._provisional = settle_provisional(
+                self._provisional, event.held, event.started_at, self.config.allocation_settle_seconds
+            )
+            return True
+        if isinstance(event, _Allocated):
+            now = time.monotonic()
+            hold = ProvisionalHold(
+                event.resource, event.unit_ids, now, now + self.config.provisional_hold_seconds
+            )
+            self._provisional.append(hold)
+            return True
         if isinstance(event, _Rediscovered):
             self._failed.pop(event.backend, None)
             old = self._inventories.get(event.backend, Inventory())
@@ -353,6 +413,32 @@ class Daemon:
             except Exception as exc:
                 log.warning("backend %s rediscovery failed: %s", name, exc)
 
+    def _poll_loop(self) -> None:
+        """Poll pod-resources every interval, and at once when an Allocate asks for it."""
+        socket_path = self.config.pod_resources_socket
+        assert socket_path is not None
+        while not self._stop.is_set():
+            self._poll_now.clear()
+            started_at = time.monotonic()
+            try:
+                held = list_held_devices(socket_path)
+            except PodResourcesUnavailable as exc:
+                if str(exc) != self._pod_resources_error:
+                    log.warning("cannot read held devices (keeping the last known): %s", exc)
+                self._pod_resources_error = str(exc)
+            else:
+                if self._pod_resources_error:
+                    log.info("pod-resources readable again")
+                self._pod_resources_error = ""
+                self._events.put(_HeldListed(held, started_at))
+            self._poll_now.wait(self.config.pod_resources_interval)
+
+    def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> None:
+        """Called on a gRPC thread after an Allocate answer: hold the ids and re-read pod-resources."""
+        log.info("allocated %s: %s", resource, ",".join(unit_ids))
+        self._events.put(_Allocated(resource, frozenset(unit_ids)))
+        self._poll_now.set()
+
     # -- state → servers -----------------------------------------------------------------------
 
     def _discover(self, name: str, backend: Backend) -> Inventory:
@@ -374,18 +460,29 @@ class Daemon:
         return merged
 
     def _apply(self) -> None:
-        """Compute desired pools and apply the diff to the running servers. Holds the lock."""
+        """Compute desired pools and apply the diff to the running servers. Holds the lock.
+
+        Two phases: first every running pool stops advertising the cards it is losing (and removed
+        or replaced pools go), and we wait until those lists are on the wire; only then do pools
+        that gain cards advertise them. So kubelet never sees one card under two resources.
+        """
+        inventory = self._inventory()
+        now = time.monotonic()
+        self._provisional = [h for h in self._provisional if h.expires > now]
+        self._held = held_cards(inventory, self._listed_held, self._provisional, now)
         desired = desired_state(
             self._poolset,
-            self._inventory(),
+            inventory,
             self.config.node_name,
             health=self._health,
             previous_assignment=self._desired.assignment,
+            held=self._held,
         )
         running: dict[str, DesiredPool] = {
             name: self._desired.pools[name] for name in self._servers if name in self._desired.pools
         }
         plan = plan_changes(running, desired.pools)
+        self._shrink_first(running, desired, plan)
         for name in plan.stop:
             self._servers.pop(name).stop(drain=True)
             log.info("pool %s removed: socket closed", name)
@@ -410,13 +507,35 @@ class Daemon:
             self._applied += 1
         self._notify()
 
+    def _shrink_first(self, running: Mapping[str, DesiredPool], desired: Desired, plan: Plan) -> None:
+        """Phase one of :meth:`_apply`: withdraw leaving cards from pools that keep running."""
+        waits: list[tuple[PluginServer, int]] = []
+        for name in plan.update:
+            keep = set(desired.pools[name].cards)
+            old = running[name]
+            if keep >= set(old.cards):
+                continue
+            server = self._servers[name]
+            kept_units = tuple(u for u in server.state.snapshot.units if u.card_id in keep)
+            if server.update(old.pool, kept_units):
+                waits.append((server, server.state.snapshot.version))
+        for server, version in waits:
+            if server.status().open_streams:
+                server.state.wait_delivered(version, self.config.delivery_wait)
+
     def _new_server(self, want: DesiredPool) -> PluginServer:
+        resource = want.pool.resource_name
+
+        def on_allocate(_pool: str, ids: Sequence[str]) -> None:
+            self._on_allocate(resource, ids)
+
         server = PluginServer(
             want.pool,
             want.units,
             self.config.plugin_dir,
             self.edits_for,
             kubelet_socket=self.config.plugin_dir / self.config.kubelet_socket_name,
+            on_allocate=on_allocate,
             on_status=self._notify,
             backoff=self.config.registration_backoff,
         )
@@ -441,6 +560,7 @@ class Daemon:
             pools=MappingProxyType(pools),
             conflicts=self._desired.conflicts,
             draining=self._desired.draining,
+            held=MappingProxyType(dict(self._held)),
             config_errors=self._config_errors,
             absent_backends=MappingProxyType(dict(self._absent)),
             failed_backends=MappingProxyType(dict(self._failed)),

@@ -5,8 +5,8 @@ the invariants be tested in tables and properties without sockets:
 
 * no card is advertised by two pools (a card claimed by several pools stays where it was, or goes
   nowhere if it was nowhere, and the conflict is reported);
-* a card that a running container holds under one pool is not advertised by another pool until it
-  is released ("draining");
+* a card that a running container holds is not advertised under any other resource, nor as units
+  other than the ones held (exclusive → time-sliced, say), until it is released ("draining");
 * a change touches only the pools it changes (see :func:`plan_changes`).
 """
 
@@ -37,6 +37,14 @@ class DesiredPool:
     pool: Pool
     cards: tuple[str, ...]
     units: tuple[Unit, ...]
+
+
+@dataclass(frozen=True)
+class HeldCard:
+    """A card some running container holds: under which resource, and as which unit ids."""
+
+    resource: str
+    unit_ids: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -83,18 +91,22 @@ def desired_state(
     node_name: str,
     health: Mapping[str, Health] | None = None,
     previous_assignment: Mapping[str, str] | None = None,
-    held: Mapping[str, str] | None = None,
+    held: Mapping[str, HeldCard] | None = None,
 ) -> Desired:
     """Decide which pool serves which card, and the units each pool advertises.
 
     ``health`` overrides discovered health per card or partition id. ``previous_assignment`` maps
-    card id → pool that served it before (conflicts keep it there). ``held`` maps card id → pool
-    under which a running container holds one of its units.
+    card id → pool that served it before (conflicts keep it there). ``held`` maps card id → what a
+    running container holds of it; such a card goes only to a pool that would advertise it under the
+    same resource with the held unit ids, otherwise it drains (``draining``: card → (held resource,
+    wanted pool)).
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
     held = held or {}
     claims = claims_by_card(poolset, inventory.cards, node_name)
+    pools_by_name = poolset.by_name()
+    cards_by_id = {c.id: c for c in inventory.cards}
 
     assignment: dict[str, str] = {}
     conflicts: dict[str, tuple[str, ...]] = {}
@@ -108,9 +120,12 @@ def desired_state(
         if target is None:
             continue
         holder = held.get(card_id)
-        if holder is not None and holder != target:
-            draining[card_id] = (holder, target)
-            continue
+        if holder is not None:
+            pool = pools_by_name[target]
+            offered = {u.id for u in units_for_card(pool, cards_by_id[card_id], inventory.partitions, health)}
+            if holder.resource != pool.resource_name or not holder.unit_ids <= offered:
+                draining[card_id] = (holder.resource, target)
+                continue
         assignment[card_id] = target
 
     by_pool: dict[str, list[Card]] = {p.name: [] for p in poolset.pools}

@@ -32,7 +32,15 @@ def command_simulate(args: argparse.Namespace) -> int:
     kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
     kubelet.start()
     inventory = backend.discover()
-    daemon = Daemon(DaemonConfig(plugin_dir=plugin_dir, node_name="hcs-sim-node"), {backend.name: backend})
+    daemon = Daemon(
+        DaemonConfig(
+            plugin_dir=plugin_dir,
+            node_name="hcs-sim-node",
+            pod_resources_socket=workdir / "pod-resources.sock",
+            pod_resources_interval=1.0,
+        ),
+        {backend.name: backend},
+    )
     scenario = Scenario(daemon, kubelet, cast(HealthInjector, backend), pools_dir)
     scenario.document = initial_pools(inventory)
     scenario.write_pools()

@@ -14,7 +14,7 @@ from hcs_deviceplugin.model import (
     PoolSet,
     UnitKind,
 )
-from hcs_deviceplugin.reconciler import desired_state, plan_changes
+from hcs_deviceplugin.reconciler import HeldCard, desired_state, plan_changes
 
 CARDS = tuple(
     Card(id=f"GPU-{i}", backend="simulated", vendor="v", model="m", index=i, numa_node=i // 2)
@@ -86,11 +86,31 @@ def test_card_claimed_twice_goes_to_neither_new_claimant(
 
 def test_held_card_moving_pools_is_draining_and_advertised_by_none() -> None:
     poolset = PoolSet((pool("a", "GPU-1"), pool("b", "GPU-0")))
-    desired = desired_state(poolset, INVENTORY, "node-1", held={"GPU-0": "a"})
+    held = {"GPU-0": HeldCard("gpu.deckhouse.io/a", frozenset({"GPU-0"}))}
+    desired = desired_state(poolset, INVENTORY, "node-1", held=held)
     assert [u.id for u in desired.pools["b"].units] == []
-    assert desired.draining == {"GPU-0": ("a", "b")}
+    assert desired.draining == {"GPU-0": ("gpu.deckhouse.io/a", "b")}
     released = desired_state(poolset, INVENTORY, "node-1", held={})
     assert [u.id for u in released.pools["b"].units] == ["GPU-0"]
+
+
+@pytest.mark.parametrize(
+    ("held_ids", "slices", "drains"),
+    [
+        ({"GPU-0"}, 1, False),
+        ({"GPU-0"}, 4, True),
+        ({"GPU-0::1"}, 4, False),
+        ({"GPU-0::1"}, 1, True),
+        ({"GPU-0::3"}, 2, True),
+    ],
+    ids=["same-units", "exclusive-to-sliced", "replica-kept", "sliced-to-exclusive", "replica-gone"],
+)
+def test_held_card_changing_mode_drains_until_released(held_ids: set[str], slices: int, drains: bool) -> None:
+    poolset = PoolSet((pool("a", "GPU-0", slices_per_unit=slices),))
+    held = {"GPU-0": HeldCard("gpu.deckhouse.io/a", frozenset(held_ids))}
+    desired = desired_state(poolset, INVENTORY, "node-1", held=held)
+    assert ("GPU-0" in desired.draining) is drains
+    assert bool(desired.pools["a"].units) is not drains
 
 
 def test_health_overrides_reach_units_and_partitions_follow_their_card() -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ class Node:
                 node_name="node-1",
                 backend_retry=Backoff(initial=0.05, maximum=0.2),
                 registration_backoff=Backoff(initial=0.02, maximum=0.2),
+                pod_resources_socket=self.root / "pr.sock",
+                pod_resources_interval=0.1,
+                allocation_settle_seconds=0.3,
             ),
             backends,
         )
@@ -93,8 +97,9 @@ class Node:
         )
 
 
-@pytest.fixture
-def node() -> Iterator[Node]:
+@contextmanager
+def fresh_node() -> Iterator[Node]:
+    """A started kubelet simulator and simulated backend in a new temp dir; torn down on exit."""
     root = Path(tempfile.mkdtemp(prefix="hcs", dir="/tmp"))
     stop = threading.Event()
     backend = create_backend(BackendConfig(options={"node": "builtin:default"}, stop=stop))
@@ -109,3 +114,15 @@ def node() -> Iterator[Node]:
             n.daemon.stop()
         kubelet.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def node() -> Iterator[Node]:
+    with fresh_node() as n:
+        yield n
+
+
+@pytest.fixture
+def node_factory() -> Callable[[], AbstractContextManager[Node]]:
+    """For hypothesis tests, which need a fresh node per example, not per test function."""
+    return fresh_node

@@ -1,0 +1,126 @@
+"""Property: random pool changes, allocations and releases never double-book a card.
+
+Hypothesis drives a real daemon and the kubelet simulator over real sockets. After every step, once
+the daemon has applied it, (1) no card is advertised under two resources at kubelet, and (2) no
+card held by a running container is advertised under any resource other than the holder's. The
+daemon's own view is checked too: no card in two pools' unit lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.kubeletsim import AllocationError
+from tests.integration.conftest import H100, WAIT, Node, card_pool, pool_doc, resource
+
+POOLS = ("a", "b", "c")
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Rewrite the pools file: card i goes to pools[i] (None = no pool), with per-pool slices."""
+
+    owners: tuple[str | None, ...]
+    slices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Allocate:
+    pool: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Release:
+    index: int
+
+
+steps = st.lists(
+    st.one_of(
+        st.builds(
+            Assign,
+            owners=st.tuples(*[st.sampled_from((*POOLS, None)) for _ in H100]),
+            slices=st.tuples(*[st.sampled_from((1, 2)) for _ in POOLS]),
+        ),
+        st.builds(Allocate, pool=st.sampled_from(POOLS), count=st.integers(1, 2)),
+        st.builds(Release, index=st.integers(0, 5)),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def card_of(unit_id: str) -> str:
+    return unit_id.split("::", maxsplit=1)[0]
+
+
+def check_invariants(node: Node, view: DaemonView) -> None:
+    in_pools: dict[str, str] = {}
+    for name, pool_view in view.pools.items():
+        for unit in pool_view.units:
+            other = in_pools.setdefault(unit.card_id, name)
+            assert other == name, f"{unit.card_id} in pools {other} and {name}"
+    advertised: dict[str, set[str]] = {}
+    for name, res in node.kubelet.resources().items():
+        for unit_id in res.healthy | res.unhealthy:
+            advertised.setdefault(card_of(unit_id), set()).add(name)
+    for card, names in advertised.items():
+        assert len(names) == 1, f"kubelet sees {card} under {sorted(names)}"
+    for record in node.kubelet.allocations():
+        for unit_id in record.device_ids:
+            names = advertised.get(card_of(unit_id), set())
+            assert names <= {record.resource}, f"held {unit_id} ({record.resource}) advertised by {names}"
+
+
+def settle(node: Node) -> DaemonView:
+    """Wait until kubelet's view equals what the daemon serves (the step has been applied)."""
+    assert node.daemon is not None
+    daemon = node.daemon
+
+    def converged(v: DaemonView) -> bool:
+        resources = node.kubelet.resources()
+        for pool_view in v.pools.values():
+            res = resources.get(pool_view.pool.resource_name)
+            if res is None or not res.connected:
+                return False
+            if res.healthy | res.unhealthy != {u.id for u in pool_view.units}:
+                return False
+        return not v.config_errors
+
+    return daemon.wait_for(converged, WAIT, "kubelet to match the daemon")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=steps)
+def test_random_changes_never_double_book(
+    node_factory: Callable[[], AbstractContextManager[Node]], script: list[object]
+) -> None:
+    with node_factory() as node:
+        node.write_pools(pool_doc(*(card_pool(p) for p in POOLS)))
+        node.start_daemon()
+        node.wait_registered(*POOLS)
+        pods: list[str] = []
+        for n, step in enumerate(script):
+            if isinstance(step, Assign):
+                pools = [
+                    card_pool(
+                        p, *[c for c, o in zip(H100, step.owners, strict=True) if o == p], slicesPerUnit=s
+                    )
+                    for p, s in zip(POOLS, step.slices, strict=True)
+                ]
+                node.write_pools(pool_doc(*pools))
+            elif isinstance(step, Allocate):
+                try:
+                    node.kubelet.allocate(f"pod-{n}", "main", resource(step.pool), step.count)
+                    pods.append(f"pod-{n}")
+                except (AllocationError, KeyError):
+                    pass  # not enough free units in that pool right now: kubelet would reject too
+            elif isinstance(step, Release) and pods:
+                node.kubelet.free_pod(pods.pop(step.index % len(pods)))
+            check_invariants(node, settle(node))
