@@ -31,6 +31,8 @@ from hcs_deviceplugin.model import (
 )
 
 ENTRY_POINT_GROUP = "hcs_deviceplugin.vendors"
+PARTITION_FILL = -1
+"""``Backend.partition`` count meaning "fill the card with this profile"."""
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,11 @@ class Backend(Protocol):
         ...
 
     def partition(self, card: Card, profile: str, count: int) -> list[Partition]:
-        """Make ``card`` hold ``count`` partitions of ``profile``; raise NotSupportedError if it cannot."""
+        """Make ``card`` hold ``count`` partitions of ``profile``; raise NotSupportedError if it cannot.
+
+        ``count`` may be :data:`PARTITION_FILL`: as many as the card holds of that profile. The core
+        calls this only for a card that no running container holds.
+        """
         ...
 
 

@@ -19,10 +19,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.backend import PARTITION_FILL, Backend
 from hcs_deviceplugin.holds import ProvisionalHold, held_cards, settle_provisional
 from hcs_deviceplugin.kubelet.podresources import PodResourcesUnavailable, list_held_devices
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher
+from hcs_deviceplugin.layouts import layout_requests
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -91,6 +92,7 @@ class DaemonView:
     conflicts: Mapping[str, tuple[str, ...]]
     draining: Mapping[str, tuple[str, str]]
     held: Mapping[str, HeldCard]
+    layout_errors: tuple[str, ...]
     config_errors: tuple[str, ...]
     absent_backends: Mapping[str, str]
     failed_backends: Mapping[str, str]
@@ -196,6 +198,8 @@ class Daemon:
         self._held: dict[str, HeldCard] = {}
         self._poll_now = threading.Event()
         self._pod_resources_error = ""
+        self._held_known = False
+        self._layout_attempts: dict[tuple[str, str], str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sources: list[PoolSource] = []
@@ -334,6 +338,8 @@ class Daemon:
     def _record(self, event: _Event) -> bool:
         """Fold one event into state; True if the desired pools may have changed."""
         if isinstance(event, _PoolsChanged):
+            if event.poolset != self._poolset:
+                self._layout_attempts.clear()
             self._poolset = event.poolset
             self._config_errors = event.errors
             return True
@@ -355,6 +361,7 @@ class Daemon:
                 self._health[card.id] = Health.UNHEALTHY
             return True
         if isinstance(event, _HeldListed):
+            self._held_known = True
             self._listed_held = dict(event.held)
             self._provisional = settle_provisional(
                 self._provisional, event.held, event.started_at, self.config.allocation_settle_seconds
@@ -373,6 +380,7 @@ class Daemon:
             for device_id in [c.id for c in old.cards] + [p.id for p in old.partitions]:
                 self._health.pop(device_id, None)
             self._inventories[event.backend] = event.inventory
+            self._layout_attempts = {k: v for k, v in self._layout_attempts.items() if not v}
             return True
         return False
 
@@ -466,10 +474,11 @@ class Daemon:
         or replaced pools go), and we wait until those lists are on the wire; only then do pools
         that gain cards advertise them. So kubelet never sees one card under two resources.
         """
-        inventory = self._inventory()
         now = time.monotonic()
         self._provisional = [h for h in self._provisional if h.expires > now]
-        self._held = held_cards(inventory, self._listed_held, self._provisional, now)
+        self._held = held_cards(self._inventory(), self._listed_held, self._provisional, now)
+        self._lay_out_partitions()
+        inventory = self._inventory()
         desired = desired_state(
             self._poolset,
             inventory,
@@ -506,6 +515,40 @@ class Daemon:
         if not plan.empty:
             self._applied += 1
         self._notify()
+
+    def _lay_out_partitions(self) -> None:
+        """Ask backends to fill free cards with the profile their Partition pool wants."""
+        requests = layout_requests(
+            self._poolset,
+            self._inventory(),
+            self.config.node_name,
+            self._held,
+            self._held_known,
+            self._layout_attempts,
+        )
+        for request in requests:
+            backend = self._backends.get(request.backend)
+            card = self._inventory().card(request.card_id)
+            if backend is None or card is None:
+                continue
+            try:
+                made = backend.partition(card, request.profile, PARTITION_FILL)
+                self._inventories[request.backend] = backend.discover()
+            except Exception as exc:
+                message = (
+                    f"pool {request.pool}: card {request.card_id}: cannot lay out {request.profile}: {exc}"
+                )
+                log.error("%s", message)
+                self._layout_attempts[(request.card_id, request.profile)] = message
+                continue
+            self._layout_attempts[(request.card_id, request.profile)] = ""
+            log.info(
+                "pool %s: card %s laid out as %d x %s",
+                request.pool,
+                request.card_id,
+                len(made),
+                request.profile,
+            )
 
     def _shrink_first(self, running: Mapping[str, DesiredPool], desired: Desired, plan: Plan) -> None:
         """Phase one of :meth:`_apply`: withdraw leaving cards from pools that keep running."""
@@ -561,6 +604,7 @@ class Daemon:
             conflicts=self._desired.conflicts,
             draining=self._desired.draining,
             held=MappingProxyType(dict(self._held)),
+            layout_errors=tuple(m for m in self._layout_attempts.values() if m),
             config_errors=self._config_errors,
             absent_backends=MappingProxyType(dict(self._absent)),
             failed_backends=MappingProxyType(dict(self._failed)),

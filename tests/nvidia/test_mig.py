@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hcs_deviceplugin.backend import PARTITION_FILL
 from hcs_deviceplugin.model import Card, NotSupportedError
 from tests.nvidia.conftest import Harness
 from vendors.nvidia.fake.node import H100_MEMORY, gpu, h100_mig, mig_instance, mig_node, pcie_node
@@ -117,6 +118,13 @@ def test_count_must_be_positive(nvidia: Harness) -> None:
     backend = nvidia.backend(nvidia.node(mig_node()))
     with pytest.raises(ValueError, match="at least 1"):
         backend.partition(backend.discover().cards[0], "1g.10gb", 0)
+
+
+def test_fill_makes_as_many_as_the_card_holds(nvidia: Harness) -> None:
+    backend = nvidia.backend(nvidia.node(mig_node()))
+    mig_card = next(c for c in backend.discover().cards if c.attributes.get("migMode") == "enabled")
+    made = backend.partition(mig_card, "1g.10gb", PARTITION_FILL)
+    assert len(made) == 7 and {p.profile for p in made} == {"1g.10gb"}
 
 
 def test_cards_of_other_backends_are_refused(nvidia: Harness) -> None:

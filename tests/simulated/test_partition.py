@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hcs_deviceplugin.backend import PARTITION_FILL
 from hcs_deviceplugin.model import Card, Health, HealthEvent, NotSupportedError
 from tests.simulated.conftest import card, make_backend
 from vendors.simulated import SimulatedBackend, load_builtin_node
@@ -76,13 +77,19 @@ def test_refusals() -> None:
     with pytest.raises(NotSupportedError, match=r"at most 2 of '3g\.40gb'"):
         backend.partition(gpu, "3g.40gb", 3)
     with pytest.raises(ValueError, match="negative"):
-        backend.partition(gpu, "3g.40gb", -1)
+        backend.partition(gpu, "3g.40gb", -2)
     plain = make_backend({"cards": [card("a")]})
     with pytest.raises(NotSupportedError, match="no partition profiles"):
         plain.partition(plain.discover().cards[0], "1g.10gb", 1)
     with pytest.raises(NotSupportedError, match="not a card of the simulated backend"):
         plain.partition(gpu, "1g.10gb", 1)
     assert backend.discover().partitions == ()
+
+
+def test_fill_makes_the_profiles_maximum() -> None:
+    backend, gpu, _ = two_gpus()
+    assert len(backend.partition(gpu, "3g.40gb", PARTITION_FILL)) == 2
+    assert len(backend.partition(gpu, "3g.40gb", PARTITION_FILL)) == 2, "idempotent"
 
 
 def test_generated_names_skip_ids_already_taken() -> None:

@@ -13,6 +13,7 @@ import logging
 import math
 from dataclasses import dataclass
 
+from hcs_deviceplugin.backend import PARTITION_FILL
 from hcs_deviceplugin.model import Card, NotSupportedError
 from vendors.nvidia import nvml
 
@@ -222,13 +223,14 @@ def _destroy(gi: nvml.GpuInstance) -> None:
 def fill_card(card: Card, profile: str, count: int) -> None:
     """Make ``card`` hold exactly ``count`` MIG devices of ``profile`` (one GI + one full CI each).
 
+    ``count`` may be PARTITION_FILL: as many as the card holds of ``profile``.
     Idempotent: existing instances of that profile with one full compute instance are kept; any
     other instance is destroyed (the core only calls this on a card no container holds). MIG mode is
     never changed. Raises NotSupportedError when the card has MIG disabled or unsupported, does not
     know ``profile``, or cannot hold ``count`` of it.
     """
-    if count < 1:
-        raise ValueError(f"count must be at least 1, not {count}")
+    if count < 1 and count != PARTITION_FILL:
+        raise ValueError(f"count must be at least 1 (or PARTITION_FILL), not {count}")
     device = nvml.handle_by_uuid(card.id)
     try:
         current, _pending = nvml.mig_mode(device)
@@ -244,6 +246,8 @@ def fill_card(card: Card, profile: str, count: int) -> None:
         raise NotSupportedError(
             f"card {card.id} has no MIG profile {profile!r}; it offers {', '.join(table.names())}"
         )
+    if count == PARTITION_FILL:
+        count = wanted.instance_count
     if count > wanted.instance_count:
         raise NotSupportedError(
             f"card {card.id} holds at most {wanted.instance_count} × {profile}, not {count}"

@@ -18,6 +18,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 
+from hcs_deviceplugin.backend import PARTITION_FILL
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -130,8 +131,10 @@ class SimulatedBackend:
             raise NotSupportedError(
                 f"card {card.id!r} ({spec.model}) has no profile {profile!r} (offers: {known})"
             )
+        if count == PARTITION_FILL:
+            count = offered.max_count
         if count < 0:
-            raise ValueError(f"count must not be negative, got {count}")
+            raise ValueError(f"count must not be negative (or PARTITION_FILL), got {count}")
         if count > offered.max_count:
             raise NotSupportedError(
                 f"card {card.id!r} ({spec.model}) holds at most {offered.max_count} of {profile!r}, "
