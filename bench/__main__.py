@@ -9,6 +9,8 @@ the median and p99 of many samples and, for gRPC calls, the ratio to a no-op cal
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import shutil
 import statistics
 import tempfile
@@ -16,13 +18,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import yaml
 
+from bench.common import Result
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.backend import BackendConfig
@@ -35,31 +37,6 @@ from vendors.simulated import SimulatedBackend, create_backend
 
 NODE = "builtin:eight-gpu-nvlink"
 WAIT = 10.0
-
-
-@dataclass(frozen=True)
-class Result:
-    name: str
-    samples: list[float]
-    floor: float | None = None
-
-    def line(self) -> str:
-        median = statistics.median(self.samples)
-        p99 = percentile(self.samples, 99)
-        ratio = f"{median / self.floor:8.2f}x" if self.floor else " " * 9
-        return f"{self.name:<44} n={len(self.samples):>5}  median {fmt(median)}  p99 {fmt(p99)}  {ratio}"
-
-
-def percentile(samples: list[float], pct: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
-
-
-def fmt(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:8.1f} us"
-    return f"{seconds * 1e3:8.2f} ms"
 
 
 def pools_doc(pools: list[dict[str, Any]]) -> str:
@@ -201,14 +178,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="gRPC calls per measurement (>= 1000)")
     parser.add_argument("--rounds", type=int, default=200, help="health and pool-change rounds")
+    parser.add_argument(
+        "--only",
+        default="core,nvidia",
+        help="comma-separated groups to run: core, nvidia, allocator, pools",
+    )
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    groups = {g.strip() for g in args.only.split(",")}
     print(f"hcs-deviceplugin bench: simulated node {NODE}, {args.calls} calls, {args.rounds} rounds")
-    print(f"{'measurement':<44} {'':>7}  {'':>15}  {'':>15}  vs floor")
-    for result in bench_grpc(args.calls):
-        print(result.line(), flush=True)
-    print(bench_health(args.rounds).line(), flush=True)
-    print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
-    print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
+    print(f"{'measurement':<52} {'':>7}  {'':>15}  {'':>15}  vs floor")
+    if "core" in groups:
+        for result in bench_grpc(args.calls):
+            print(result.line(), flush=True)
+        print(bench_health(args.rounds).line(), flush=True)
+        print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
+        print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
+    for group in ("nvidia", "allocator", "pools"):
+        if group in groups:
+            module = importlib.import_module(f"bench.{group}_bench")
+            for line in module.run():
+                print(line, flush=True)
     return 0
 
 
