@@ -17,8 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
+import grpc
+
+from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import PARTITION_FILL, Backend
 from hcs_deviceplugin.holds import ProvisionalHold, held_cards, settle_provisional
 from hcs_deviceplugin.kubelet.podresources import PodResourcesUnavailable, list_held_devices
@@ -30,6 +33,7 @@ from hcs_deviceplugin.model import (
     Health,
     HealthEvent,
     Inventory,
+    LinkMatrix,
     Pool,
     PoolSet,
     Unit,
@@ -54,6 +58,16 @@ class PoolSource(Protocol):
 
     def stop(self) -> None: ...
 
+
+class DaemonObserver(Protocol):
+    """Receives the events metrics count; keeps this module free of any metrics library."""
+
+    def health_transition(self, card: str, to: str) -> None: ...
+
+    def reregistration(self, pool: str) -> None: ...
+
+
+InterceptorsFor = Callable[[str], Sequence["grpc.ServerInterceptor[Any, Any]"]]
 
 PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
 
@@ -175,8 +189,12 @@ class Daemon:
         backends: Mapping[str, Backend],
         absent_backends: Mapping[str, str] | None = None,
         initial_pools: PoolSet | None = None,
+        observer: DaemonObserver | None = None,
+        interceptors_for: InterceptorsFor | None = None,
     ) -> None:
         self.config = config
+        self._observer = observer
+        self._interceptors_for = interceptors_for
         self._backends = dict(backends)
         self._absent = dict(absent_backends or {})
         self._events: queue.Queue[_Event] = queue.Queue()
@@ -288,6 +306,15 @@ class Daemon:
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, remaining)  # type: ignore[misc]
 
+    def thread_liveness(self) -> dict[str, bool]:
+        """Thread name → alive, for every thread the daemon started (read by /healthz)."""
+        return {thread.name: thread.is_alive() for thread in self._threads}
+
+    def links(self) -> LinkMatrix:
+        """Card-to-card links of every backend, merged (for the node report and the allocator)."""
+        with self._lock:
+            return self._inventory().links
+
     def server(self, pool_name: str) -> PluginServer:
         with self._lock:
             return self._servers[pool_name]
@@ -330,6 +357,8 @@ class Daemon:
             servers = list(self._servers.values())
         if restart:
             for server in servers:
+                if self._observer is not None:
+                    self._observer.reregistration(server.state.snapshot.pool.name)
                 server.request_restart("kubelet.sock re-created")
         elif any(isinstance(e, _Tick) for e in batch):
             for server in servers:
@@ -347,6 +376,8 @@ class Daemon:
             previous = self._health.get(event.event.device_id)
             self._health[event.event.device_id] = event.event.health
             if previous != event.event.health:
+                if self._observer is not None:
+                    self._observer.health_transition(event.event.device_id, event.event.health.value)
                 log.info(
                     "%s %s is %s: %s",
                     event.backend,
@@ -358,6 +389,9 @@ class Daemon:
         if isinstance(event, _BackendFailed):
             self._failed[event.backend] = event.reason
             for card in self._inventories.get(event.backend, Inventory()).cards:
+                was = self._health.get(card.id, card.health)
+                if self._observer is not None and was is not Health.UNHEALTHY:
+                    self._observer.health_transition(card.id, Health.UNHEALTHY.value)
                 self._health[card.id] = Health.UNHEALTHY
             return True
         if isinstance(event, _HeldListed):
@@ -497,14 +531,14 @@ class Daemon:
             log.info("pool %s removed: socket closed", name)
         for name in plan.replace:
             self._servers.pop(name).stop(drain=True)
-            self._servers[name] = self._new_server(desired.pools[name])
+            self._servers[name] = self._new_server(desired.pools[name], inventory)
             log.info("pool %s changed how it serves: server replaced", name)
         for name in plan.start:
-            self._servers[name] = self._new_server(desired.pools[name])
+            self._servers[name] = self._new_server(desired.pools[name], inventory)
             log.info("pool %s added", name)
         for name in plan.update:
             want = desired.pools[name]
-            if self._servers[name].update(want.pool, want.units):
+            if self._servers[name].update(want.pool, want.units, pool_topology(want, inventory)):
                 log.info("pool %s now advertises %d unit(s)", name, len(want.units))
         for card_id, claimants in desired.conflicts.items():
             if card_id not in self._desired.conflicts:
@@ -566,7 +600,7 @@ class Daemon:
             if server.status().open_streams:
                 server.state.wait_delivered(version, self.config.delivery_wait)
 
-    def _new_server(self, want: DesiredPool) -> PluginServer:
+    def _new_server(self, want: DesiredPool, inventory: Inventory) -> PluginServer:
         resource = want.pool.resource_name
 
         def on_allocate(_pool: str, ids: Sequence[str]) -> None:
@@ -581,6 +615,8 @@ class Daemon:
             on_allocate=on_allocate,
             on_status=self._notify,
             backoff=self.config.registration_backoff,
+            interceptors=self._interceptors_for(want.pool.name) if self._interceptors_for else (),
+            topology=pool_topology(want, inventory),
         )
         server.start()
         return server
@@ -610,6 +646,12 @@ class Daemon:
             failed_backends=MappingProxyType(dict(self._failed)),
             applied_changes=self._applied,
         )
+
+
+def pool_topology(want: DesiredPool, inventory: Inventory) -> Topology:
+    """Precomputed link scores for a pool's cards, so GetPreferredAllocation does no O(n²) work."""
+    cards = [c for c in inventory.cards if c.id in set(want.cards)]
+    return Topology.build(cards, inventory.links, want.units)
 
 
 def close_backend(name: str, backend: Backend) -> None:

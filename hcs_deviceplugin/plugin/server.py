@@ -18,9 +18,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
+from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubelet.registration import RegistrationError, register
 from hcs_deviceplugin.kubelet.watch import file_identity
@@ -86,8 +88,13 @@ class PluginServer:
         on_allocate: AllocateListener | None = None,
         on_status: Callable[[], None] | None = None,
         backoff: Backoff | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
+        topology: Topology | None = None,
     ) -> None:
         self.state = PoolState(pool, units)
+        if topology is not None:
+            self.state.update(pool, units, topology)
+        self._interceptors = tuple(interceptors)
         self.plugin_dir = plugin_dir
         self.socket_path = plugin_dir / socket_name_for(pool.resource_name)
         self.kubelet_socket = kubelet_socket or plugin_dir / "kubelet.sock"
@@ -124,11 +131,11 @@ class PluginServer:
         self._restart_requested.set()
         self._wake.set()
 
-    def update(self, pool: Pool, units: Sequence[Unit]) -> bool:
+    def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
         """Advertise new units on the live stream; True if the advertised list changed."""
         if pool.resource_name != self.resource_name:
             raise ValueError("resource name changed: the daemon must replace the server instead")
-        return self.state.update(pool, units)
+        return self.state.update(pool, units, topology)
 
     def stop(self, drain: bool = False) -> None:
         """Stop serving and remove our socket.
@@ -208,7 +215,8 @@ class PluginServer:
         prepare_socket_path(self.socket_path)
         servicer = DevicePluginServicer(self.state, self._edits, self._on_allocate, lambda _n: self._notify())
         server = grpc.server(
-            ThreadPoolExecutor(
+            interceptors=list(self._interceptors),
+            thread_pool=ThreadPoolExecutor(
                 max_workers=STREAM_THREADS, thread_name_prefix=f"grpc-{self.socket_path.stem}"
             ),
             options=[

@@ -144,17 +144,36 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         snapshot = self._state.snapshot
         by_id = {u.id: u for u in snapshot.units}
         answers = [
-            pb.ContainerPreferredAllocationResponse(
-                deviceIDs=preferred_allocation(
-                    list(req.available_deviceIDs),
-                    list(req.must_include_deviceIDs),
-                    req.allocation_size,
-                    by_id,
-                )
-            )
+            pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer(snapshot, req, by_id))
             for req in request.container_requests
         ]
         return pb.PreferredAllocationResponse(container_responses=answers)
+
+    @staticmethod
+    def _prefer(
+        snapshot: Snapshot, req: pb.ContainerPreferredAllocationRequest, by_id: dict[str, Unit]
+    ) -> list[str]:
+        """The allocator's choice; on an allocator bug, kubelet's own order rather than a failed pod.
+
+        A failed GetPreferredAllocation fails the pod's admission (KUBELET.md §3); a plain answer
+        that honours must_include and size is always better than that.
+        """
+        available = list(req.available_deviceIDs)
+        must = list(req.must_include_deviceIDs)
+        size = req.allocation_size
+        try:
+            if snapshot.topology is not None:
+                return snapshot.topology.preferred(available, must, size, by_id)
+            return preferred_allocation(available, must, size, by_id)
+        except Exception:
+            log.exception(
+                "preferred allocation failed for pool %s; answering in kubelet's order", snapshot.pool.name
+            )
+            chosen = list(dict.fromkeys(must))[: max(size, 0)]
+            chosen += [uid for uid in dict.fromkeys(available) if uid not in chosen][
+                : max(size - len(chosen), 0)
+            ]
+            return chosen
 
     def PreStartContainer(
         self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext

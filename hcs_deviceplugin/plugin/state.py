@@ -12,16 +12,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.model import Health, Pool, Unit
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The pool definition and units at one version."""
+    """The pool definition and units at one version, with the topology precomputed for them."""
 
     version: int
     pool: Pool
     units: tuple[Unit, ...]
+    topology: Topology | None = None
 
     def unit(self, unit_id: str) -> Unit | None:
         for u in self.units:
@@ -46,16 +48,21 @@ class PoolState:
         with self._cond:
             return self._snapshot
 
-    def update(self, pool: Pool, units: Sequence[Unit]) -> bool:
-        """Replace pool and units; returns True (and wakes streams) only if the units changed."""
+    def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
+        """Replace pool and units; returns True (and wakes streams) only if the units changed.
+
+        ``topology`` None keeps the current one (a withdrawal of cards keeps scoring correct: the
+        allocator only ever sees units kubelet offers).
+        """
         new_units = tuple(units)
         with self._cond:
             old = self._snapshot
+            keep = topology if topology is not None else old.topology
             if old.units == new_units:
-                if old.pool != pool:
-                    self._snapshot = Snapshot(old.version, pool, old.units)
+                if old.pool != pool or keep is not old.topology:
+                    self._snapshot = Snapshot(old.version, pool, old.units, keep)
                 return False
-            self._snapshot = Snapshot(old.version + 1, pool, new_units)
+            self._snapshot = Snapshot(old.version + 1, pool, new_units, keep)
             self._cond.notify_all()
             return True
 

@@ -1,4 +1,4 @@
-"""Table tests for the first preferred-allocation policy (a pure function)."""
+"""Compatibility cases of ``preferred_allocation`` as the servicer calls it: units only, no topology."""
 
 from __future__ import annotations
 

@@ -1,0 +1,28 @@
+"""Topology-aware choice of units for ``GetPreferredAllocation``, vendor-neutral and pure.
+
+``links`` scores card pairs and sets, ``topology`` precomputes a node's scores and islands (and
+documents what a backend may provide), ``select`` searches card sets, ``policy`` maps kubelet's unit
+ids to cards and back. :mod:`hcs_deviceplugin.allocator` is the public entry.
+"""
+
+from hcs_deviceplugin.allocation.links import SetScore, pair_score, set_score
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy, choose_units, hardware_load
+from hcs_deviceplugin.allocation.topology import (
+    GROUP_ATTRIBUTE,
+    GROUP_SIZES_ATTRIBUTE,
+    MODULE_ATTRIBUTE,
+    Topology,
+)
+
+__all__ = [
+    "GROUP_ATTRIBUTE",
+    "GROUP_SIZES_ATTRIBUTE",
+    "MODULE_ATTRIBUTE",
+    "ReplicaPolicy",
+    "SetScore",
+    "Topology",
+    "choose_units",
+    "hardware_load",
+    "pair_score",
+    "set_score",
+]

@@ -1,0 +1,13 @@
+"""Observability of the daemon: Prometheus metrics, liveness/readiness probes and the node report.
+
+* :mod:`.metrics` — ``Metrics``: our own registry; state read from ``Daemon.view()`` per scrape, events
+  counted as they happen.
+* :mod:`.interceptor` — ``LatencyInterceptor``: Allocate / GetPreferredAllocation latency per pool.
+* :mod:`.probes` — ``alive()`` and ``readiness()``: what ``/healthz`` and ``/readyz`` answer.
+* :mod:`.report` — ``build_report()``: the node report in the HCS ``ComputeNode`` device shape.
+* :mod:`.http` — ``ObservabilityServer``: ``/metrics``, ``/healthz``, ``/readyz``, ``/report``.
+* :mod:`.inspect` — ``hcs-deviceplugin inspect``: the report of a running daemon as a table.
+
+Nothing is imported here so that importing one piece (the daemon needs only ``Metrics``) does not
+pull in the HTTP server.
+"""

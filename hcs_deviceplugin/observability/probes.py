@@ -1,0 +1,127 @@
+"""Liveness and readiness of the daemon, as ``/healthz`` and ``/readyz`` answer them.
+
+The two answer different questions and so fail for different reasons:
+
+* **Alive** — is the process still doing its job at all? Kubernetes restarts the pod when not, so it
+  must fail only for what a restart fixes: the daemon's state lock never released (the control loop
+  is wedged), a thread of the daemon dead, or a pool server stopped while the daemon still lists it.
+  A kubelet that is down, or a bad ConfigMap, is *not* a liveness failure: a restart cannot fix
+  either, and restarting would only drop the pools that still work.
+* **Ready** — is every pool registered with kubelet and the pool config applied as written? This gates
+  a DaemonSet rollout and tells an operator where to look; it never causes a restart.
+
+Thread liveness needs the daemon's help: if it has a ``thread_liveness() -> Mapping[str, bool]``
+method (thread name → alive; see the README for the hook) it is used, otherwise only the lock and
+pool-server checks run, which the view alone supports.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.plugin.server import RegistrationStatus
+
+DEFAULT_TIMEOUT = 2.0
+"""Seconds the state lock may stay taken before we call the daemon stuck. An apply holds it while it
+waits for streams to take a shrunk list (``delivery_wait``, 1 s by default), so it must be longer."""
+
+
+class Viewable(Protocol):
+    """What the probes need from the daemon (``Daemon`` satisfies it)."""
+
+    def view(self) -> DaemonView: ...
+
+
+def one_line(text: str) -> str:
+    """A reason on one line: probe bodies list one reason per line, and YAML errors span several."""
+    return " ".join(text.split())
+
+
+def readiness(view: DaemonView) -> tuple[bool, list[str]]:
+    """(ready, reasons): one reason per unregistered pool, one per config error in effect."""
+    reasons: list[str] = []
+    for name, pool_view in sorted(view.pools.items()):
+        server = pool_view.server
+        if server.status is RegistrationStatus.REGISTERED:
+            continue
+        reason = f"pool {name}: registration {server.status.value}"
+        if server.last_error:
+            reason += f": {one_line(server.last_error)}"
+        reasons.append(reason)
+    reasons += [f"config: {one_line(error)}" for error in view.config_errors]
+    return not reasons, reasons
+
+
+def view_problems(view: DaemonView) -> list[str]:
+    """What a view alone says is broken beyond what a restart-free recovery handles."""
+    return [
+        f"pool {name}: server stopped while still served"
+        for name, pool_view in sorted(view.pools.items())
+        if pool_view.server.status is RegistrationStatus.STOPPED
+    ]
+
+
+def dead_threads(daemon: object) -> list[str]:
+    """Names of the daemon's threads that have ended, if it reports them (optional hook)."""
+    liveness = getattr(daemon, "thread_liveness", None)
+    if not callable(liveness):
+        return []
+    threads: Mapping[str, bool] = liveness()
+    return sorted(name for name, is_alive in threads.items() if not is_alive)
+
+
+class LivenessProbe:
+    """Checks the daemon answers within ``timeout`` and that its parts are running.
+
+    The view is taken on a helper thread so a wedged lock costs the probe ``timeout`` seconds, not a
+    hung HTTP thread per probe. While an earlier helper is still blocked the probe waits for it (up to
+    ``timeout``) instead of starting another, so a stuck daemon leaks one thread per concurrent probe, not one
+    per probe, and a daemon that recovers is seen alive again at the next probe.
+    """
+
+    def __init__(self, daemon: Viewable, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._daemon = daemon
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._pending: threading.Thread | None = None
+
+    def check(self) -> tuple[bool, str]:
+        """(alive, reason); the reason is ``ok`` when alive, else the problems joined by ``; ``."""
+        views: list[DaemonView] = []
+        errors: list[Exception] = []
+        with self._lock:
+            pending = self._pending
+        if pending is not None and pending.is_alive():
+            pending.join(self._timeout)
+            if pending.is_alive():
+                return False, "daemon state still not readable since an earlier probe (control loop stuck?)"
+        with self._lock:
+            helper = threading.Thread(
+                target=self._take_view, args=(views, errors), name="hcs-liveness-probe", daemon=True
+            )
+            self._pending = helper
+            helper.start()
+        helper.join(self._timeout)
+        if helper.is_alive():
+            return False, f"daemon state not readable within {self._timeout:g}s (control loop stuck?)"
+        if errors:
+            return False, f"daemon view failed: {type(errors[0]).__name__}: {errors[0]}"
+        problems = view_problems(views[0])
+        dead = dead_threads(self._daemon)
+        if dead:
+            problems.append(f"daemon thread(s) not running: {', '.join(dead)}")
+        return not problems, "; ".join(problems) or "ok"
+
+    def _take_view(self, views: list[DaemonView], errors: list[Exception]) -> None:
+        try:
+            views.append(self._daemon.view())
+        except Exception as exc:
+            errors.append(exc)
+
+
+def alive(daemon: Viewable, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, str]:
+    """One liveness check (see :class:`LivenessProbe`; a server keeps one probe for all checks)."""
+    return LivenessProbe(daemon, timeout).check()

@@ -1,0 +1,122 @@
+"""Host mounts: kubelet's directories, /sys and /dev read-only, and each vendor's driver paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chart.chart import ALL_ON, CASES, VENDORS, args, flag, host_mounts, pod_spec, vendor_values
+
+# What each vendor mounts from the host (read-only, at /host<path>), per values.yaml.
+VENDOR_PATHS = {
+    "nvidia": {"/proc/driver", "/usr/lib", "/usr/lib64"},
+    "ascend": {"/usr/local/Ascend/driver", "/usr/local/dcmi"},
+    "hygon": {"/opt/hyhal", "/opt/dtk"},
+    "cambricon": {"/usr/lib", "/usr/lib64"},
+}
+COMMON = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/sys", "/dev"}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kubelet_directories(case: str) -> None:
+    mounts = host_mounts(CASES[case])
+    assert mounts["/var/lib/kubelet/device-plugins"] == ("/var/lib/kubelet/device-plugins", False)
+    # The pod-resources directory, read-only (connecting to a socket needs no write access to the
+    # mount); never the socket file itself, whose inode changes when kubelet restarts.
+    assert mounts["/var/lib/kubelet/pod-resources"] == ("/var/lib/kubelet/pod-resources", True)
+    assert not any(path.endswith(".sock") for path in mounts)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kubelet_hostpaths_must_exist(case: str) -> None:
+    volumes = {
+        v["hostPath"]["path"]: v["hostPath"].get("type")
+        for v in pod_spec(CASES[case])["volumes"]
+        if "hostPath" in v
+    }
+    for path in COMMON:
+        assert volumes[path] == "Directory", path
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_sys_and_dev_are_read_only_under_host_root(case: str) -> None:
+    mounts = host_mounts(CASES[case])
+    assert mounts["/sys"] == ("/host/sys", True)
+    assert mounts["/dev"] == ("/host/dev", True)
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_vendor_paths_follow_enabled(vendor: str) -> None:
+    mounts = host_mounts(vendor_values(vendor))
+    assert set(mounts) == COMMON | VENDOR_PATHS[vendor]
+    for path in VENDOR_PATHS[vendor]:
+        assert mounts[path] == (f"/host{path}", True), path
+
+
+def test_all_vendors_mount_every_path_once() -> None:
+    spec = pod_spec(ALL_ON)
+    mounts = host_mounts(ALL_ON)
+    assert set(mounts) == COMMON.union(*VENDOR_PATHS.values())
+    names = [v["name"] for v in spec["volumes"]]
+    assert len(names) == len(set(names))
+    mount_paths = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
+    assert len(mount_paths) == len(set(mount_paths))
+    assert {m["name"] for m in spec["containers"][0]["volumeMounts"]} <= set(names)
+
+
+def test_vendor_folders_do_not_stop_the_pod_on_nodes_without_them() -> None:
+    """A vendor folder may be missing on a node of another vendor: DirectoryOrCreate, never Directory."""
+    volumes = {
+        v["hostPath"]["path"]: v["hostPath"]["type"] for v in pod_spec(ALL_ON)["volumes"] if "hostPath" in v
+    }
+    for path in ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/opt/hyhal", "/opt/dtk", "/usr/lib64"):
+        assert volumes[path] == "DirectoryOrCreate", path
+
+
+def test_host_root_flag_matches_the_mounts() -> None:
+    values = {**ALL_ON, "hostRoot": "/hostfs"}
+    assert flag(args(values), "host-root") == "/hostfs"
+    for host, (mount, _) in host_mounts(values).items():
+        if host.startswith("/var/lib/kubelet"):
+            continue
+        assert mount == f"/hostfs{host}"
+
+
+def test_flags_point_into_the_mounts() -> None:
+    arguments = args(ALL_ON)
+    mounts = {path for path, _ in host_mounts(ALL_ON).values()}
+    assert flag(arguments, "plugin-dir") in mounts
+    socket = flag(arguments, "pod-resources-socket")
+    assert socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert socket.rsplit("/", 1)[0] in mounts
+
+
+def test_pools_configmap_is_mounted_at_the_pools_dir() -> None:
+    values = {"pools": {"mountPath": "/etc/pools"}}
+    spec = pod_spec(values)
+    volume = next(v for v in spec["volumes"] if v["name"] == "pools")
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "pools")
+    assert volume["configMap"]["name"] == "hcs-deviceplugin-pools"
+    assert mount == {"name": "pools", "mountPath": "/etc/pools", "readOnly": True}
+    assert flag(args(values), "pools-dir") == "/etc/pools"
+
+
+def test_ascend_library_path_points_at_the_mounted_driver() -> None:
+    env = {e["name"]: e.get("value") for e in pod_spec(vendor_values("ascend"))["containers"][0]["env"]}
+    assert env["LD_LIBRARY_PATH"].split(":")[1] == "/host/usr/local/Ascend/driver/lib64/driver"
+    assert "NVIDIA_VISIBLE_DEVICES" not in env
+
+
+def test_nvidia_runtime_environment() -> None:
+    env = {e["name"]: e.get("value") for e in pod_spec(vendor_values("nvidia"))["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    assert "LD_LIBRARY_PATH" not in env
+    assert "runtimeClassName" not in pod_spec()
+    assert pod_spec({"runtimeClassName": "nvidia"})["runtimeClassName"] == "nvidia"
+
+
+def test_custom_host_path_for_a_vendor() -> None:
+    values = {"vendors": {"hygon": {"enabled": True, "hostPaths": [{"path": "/usr/local/hyhal"}]}}}
+    mounts = host_mounts(values)
+    assert mounts["/usr/local/hyhal"] == ("/host/usr/local/hyhal", True)
+    assert "/opt/hyhal" not in mounts

@@ -1,0 +1,746 @@
+"""A small Kubernetes API server for ConfigMap list/watch and Event writes, on 127.0.0.1.
+
+The API source must be tested against the wire format a real apiserver speaks, not against mocks of the
+client library: the list JSON with ``metadata.resourceVersion``, a watch as a chunked stream of JSON
+lines, BOOKMARK events, ``ERROR`` events carrying a ``Status`` with code 410, connections that end
+without the terminating chunk. This server keeps a global resourceVersion counter and a history of
+changes, so a watch resumed from a resourceVersion replays exactly what it missed, as the watch cache
+does; a label selector turns a change into ADDED / MODIFIED / DELETED the way the apiserver does when an
+object starts or stops matching.
+
+Tests script it: add, change and delete ConfigMaps; drop every open watch abruptly; hold new watches
+(so a test can make changes while the client is certainly disconnected); expire watches (410 at the
+start of the next ones, in the stream of the open ones, or by compaction); fail the next N list calls
+or Event writes; send a bookmark. Every request is recorded (method, path, query, body) so tests can
+assert on what the client asked for.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import select
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes.client
+
+JsonObject = dict[str, Any]
+
+_CONFIGMAPS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$")
+_EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
+_EVENT = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$")
+_POLL = 0.05
+"""Seconds between checks, in an idle watch, that the client is still there."""
+_PATCH_TYPES = (
+    "application/strategic-merge-patch+json",
+    "application/merge-patch+json",
+)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it; ``query`` keeps the first value of each parameter."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    body: Any = None
+    content_type: str = ""
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def is_watch(self) -> bool:
+        return self.query.get("watch") in ("true", "1")
+
+
+def is_list(request: RecordedRequest) -> bool:
+    """A ConfigMap list request (not a watch)."""
+    return request.method == "GET" and request.path.endswith("/configmaps") and not request.is_watch
+
+
+def is_watch(request: RecordedRequest) -> bool:
+    """A ConfigMap watch request."""
+    return request.method == "GET" and request.path.endswith("/configmaps") and request.is_watch
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One history entry: the object before and after (None for absent), at ``rv``."""
+
+    rv: int
+    namespace: str
+    old: JsonObject | None
+    new: JsonObject | None
+
+
+# --- selectors ---------------------------------------------------------------------------------------
+
+_SET_TERM = re.compile(r"^(?P<key>[^\s!=(),]+)\s+(?P<op>in|notin)\s+\((?P<values>[^)]*)\)$")
+
+
+def _split_selector(selector: str) -> list[str]:
+    """Split on commas outside parentheses (``a in (x,y),b=c`` is two terms)."""
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            terms.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    terms.append("".join(current).strip())
+    return [t for t in terms if t]
+
+
+def label_selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
+    """The apiserver's label selector grammar: ``=``, ``==``, ``!=``, ``in``, ``notin``, ``k``, ``!k``."""
+    for term in _split_selector(selector):
+        set_term = _SET_TERM.match(term)
+        if set_term:
+            values = {v.strip() for v in set_term["values"].split(",") if v.strip()}
+            present = set_term["key"] in labels and labels[set_term["key"]] in values
+            if present != (set_term["op"] == "in"):
+                return False
+        elif "!=" in term:
+            key, value = (s.strip() for s in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def field_selector_matches(selector: str, obj: JsonObject) -> bool:
+    """``metadata.name`` and ``metadata.namespace`` with ``=``, ``==`` and ``!=``, as for ConfigMaps."""
+    fields = {
+        "metadata.name": obj["metadata"]["name"],
+        "metadata.namespace": obj["metadata"]["namespace"],
+    }
+    for term in _split_selector(selector):
+        negate = "!=" in term
+        key, value = (s.strip() for s in re.split(r"!=|==|=", term, maxsplit=1))
+        if key not in fields:
+            raise ValueError(
+                f'"{key}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            )
+        if (fields[key] == value) == negate:
+            return False
+    return True
+
+
+def _status(code: int, reason: str, message: str) -> JsonObject:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _merge(target: JsonObject, patch: Mapping[str, Any]) -> None:
+    """JSON merge patch (RFC 7386); for the scalar fields an Event patch touches, the same as strategic."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class FakeApiServer:
+    """The server and its state; use as a context manager, or ``start()`` / ``stop()``."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._rv = 100
+        self._compacted_rv = 0
+        self._objects: dict[tuple[str, str], JsonObject] = {}
+        self._history: list[_Change] = []
+        self._deleted_states: dict[int, JsonObject] = {}  # a deletion's rv → the object as DELETED shows it
+        self._requests: list[RecordedRequest] = []
+        self._events: dict[tuple[str, str], JsonObject] = {}
+        self._fail_lists: tuple[int, int] = (0, 500)
+        self._fail_event_writes = 0
+        self._expire_next_watches: list[bool] = []  # one entry a watch; True: HTTP 410, False: ERROR event
+        self._drop_generation = 0
+        self._expire_generation = 0
+        self._bookmark_generation = 0
+        self._bookmarks_written = 0
+        self._raw_lines: list[tuple[int, bytes]] = []  # (sequence, line) injected into open watches
+        self._raw_seq = 0
+        self._error_events: list[tuple[int, JsonObject]] = []
+        self._watches_open = 0
+        self._watches_started = 0
+        self._watch_gate = threading.Event()
+        self._watch_gate.set()
+        self._stopping = False
+        self._httpd: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        handler = _make_handler(self)
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(_POLL,), name="fake-apiserver", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._watch_gate.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
+
+    def configuration(self) -> kubernetes.client.Configuration:
+        """A client configuration for this server, with any proxy from the environment switched off."""
+        config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{self.port}")
+        config.proxy = None
+        return config
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.client.ApiClient(self.configuration())
+
+    # --- ConfigMaps --------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> str:
+        with self._cond:
+            return str(self._rv)
+
+    def put_configmap(
+        self, namespace: str, name: str, data: Mapping[str, str], labels: Mapping[str, str] | None = None
+    ) -> str:
+        """Create or replace a ConfigMap; returns its new resourceVersion (also the global one)."""
+        with self._cond:
+            self._rv += 1
+            old = self._objects.get((namespace, name))
+            metadata: JsonObject = {
+                "name": name,
+                "namespace": namespace,
+                "uid": old["metadata"]["uid"] if old else str(uuid.uuid4()),
+                "resourceVersion": str(self._rv),
+                "creationTimestamp": "2025-01-01T00:00:00Z",
+            }
+            if labels:
+                metadata["labels"] = dict(labels)
+            new: JsonObject = {"metadata": metadata}
+            if data:
+                new["data"] = dict(data)
+            self._objects[(namespace, name)] = new
+            self._history.append(_Change(self._rv, namespace, old, new))
+            self._cond.notify_all()
+            return str(self._rv)
+
+    def delete_configmap(self, namespace: str, name: str) -> str:
+        """Delete; the DELETED event carries the last state with the deletion's resourceVersion."""
+        with self._cond:
+            old = self._objects.pop((namespace, name))
+            self._rv += 1
+            gone = json.loads(json.dumps(old))
+            gone["metadata"]["resourceVersion"] = str(self._rv)
+            self._history.append(_Change(self._rv, namespace, old, None))
+            self._deleted_states[self._rv] = gone
+            self._cond.notify_all()
+            return str(self._rv)
+
+    def uid_of(self, namespace: str, name: str) -> str:
+        with self._cond:
+            return str(self._objects[(namespace, name)]["metadata"]["uid"])
+
+    # --- scripting watches -------------------------------------------------------------------------
+
+    def drop_watches(self) -> None:
+        """Every open watch connection ends abruptly: no terminating chunk, the socket shut down."""
+        with self._cond:
+            self._drop_generation += 1
+            self._cond.notify_all()
+
+    def hold_watches(self) -> None:
+        """New watch requests are recorded but get no answer until :meth:`release_watches`."""
+        self._watch_gate.clear()
+
+    def release_watches(self) -> None:
+        self._watch_gate.set()
+
+    def expire_next_watches(self, count: int = 1, *, as_http_status: bool = False) -> None:
+        """The next ``count`` watch requests are answered "too old resource version" (410).
+
+        By default as the apiserver does it, a 200 stream with one ERROR event; ``as_http_status``
+        answers with an HTTP 410 instead, which some paths (and proxies) produce.
+        """
+        with self._cond:
+            self._expire_next_watches.extend([as_http_status] * count)
+
+    def expire_open_watches(self) -> None:
+        """Open watches get an ERROR event with a 410 Status and end, as when the watch cache falls behind."""
+        with self._cond:
+            self._expire_generation += 1
+            self._cond.notify_all()
+
+    def error_open_watches(
+        self, code: int = 500, reason: str = "InternalError", message: str = "boom"
+    ) -> None:
+        """Open watches get an ERROR event with this Status (the stream stays open, as the client decides)."""
+        with self._cond:
+            self._raw_seq += 1
+            self._error_events.append((self._raw_seq, _status(code, reason, message)))
+            self._cond.notify_all()
+
+    def inject_raw_line(self, line: bytes) -> None:
+        """Write ``line`` (plus a newline) into every open watch, e.g. something that is not JSON."""
+        with self._cond:
+            self._raw_seq += 1
+            self._raw_lines.append((self._raw_seq, line))
+            self._cond.notify_all()
+
+    def compact(self) -> None:
+        """Forget history up to now: a watch from an older resourceVersion gets 410 at its start."""
+        with self._cond:
+            self._compacted_rv = self._rv
+            self._cond.notify_all()
+
+    def send_bookmark(self, timeout: float = 5.0) -> str:
+        """Every open watch that asked for bookmarks gets one at the current resourceVersion.
+
+        Returns that version once every such watch has written it, so that a test can drop the
+        connection afterwards knowing the bookmark went out first.
+        """
+        with self._cond:
+            rv = str(self._rv)
+            target = self._bookmarks_written + self._watches_open
+            self._bookmark_generation += 1
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: self._bookmarks_written >= target, timeout):
+                raise TimeoutError("bookmark not written to every open watch")
+            return rv
+
+    def wait_watches_started(self, count: int, timeout: float = 5.0) -> bool:
+        """Wait until ``count`` watch streams have started (answered 200, events from now on reach them).
+
+        Streams answered at once with a 410 do not count.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: self._watches_started >= count, timeout)
+
+    def wait_open_watches(self, count: int, timeout: float = 5.0) -> bool:
+        """Wait until exactly ``count`` watch streams are open (answered and not yet ended)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._watches_open == count, timeout)
+
+    # --- failures ----------------------------------------------------------------------------------
+
+    def fail_next_lists(self, count: int, code: int = 500) -> None:
+        with self._cond:
+            self._fail_lists = (count, code)
+
+    def fail_next_event_writes(self, count: int) -> None:
+        with self._cond:
+            self._fail_event_writes = count
+
+    # --- Events ------------------------------------------------------------------------------------
+
+    def events(self) -> list[JsonObject]:
+        """Stored Events (as created and then patched), in creation order."""
+        with self._cond:
+            return [json.loads(json.dumps(e)) for e in self._events.values()]
+
+    def delete_events(self) -> None:
+        """Forget every Event, as the apiserver does when their TTL (one hour by default) runs out."""
+        with self._cond:
+            self._events.clear()
+
+    # --- the request log ---------------------------------------------------------------------------
+
+    def requests(self, predicate: Callable[[RecordedRequest], bool] | None = None) -> list[RecordedRequest]:
+        with self._cond:
+            return [r for r in self._requests if predicate is None or predicate(r)]
+
+    def list_requests(self) -> list[RecordedRequest]:
+        return self.requests(is_list)
+
+    def watch_requests(self) -> list[RecordedRequest]:
+        return self.requests(is_watch)
+
+    def wait_requests(
+        self, predicate: Callable[[RecordedRequest], bool], count: int, timeout: float = 5.0
+    ) -> list[RecordedRequest]:
+        """Wait until ``count`` recorded requests satisfy ``predicate``; returns all that do."""
+        with self._cond:
+            ok = self._cond.wait_for(lambda: sum(map(predicate, self._requests)) >= count, timeout)
+            found = [r for r in self._requests if predicate(r)]
+        if not ok:
+            raise TimeoutError(f"{len(found)} of {count} expected requests arrived: {self._requests}")
+        return found
+
+    # --- used by the handler -----------------------------------------------------------------------
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._cond:
+            self._requests.append(request)
+            self._cond.notify_all()
+
+    def _matching(self, namespace: str, query: Mapping[str, str], obj: JsonObject | None) -> bool:
+        if obj is None or obj["metadata"]["namespace"] != namespace:
+            return False
+        labels = obj["metadata"].get("labels", {})
+        return label_selector_matches(query.get("labelSelector", ""), labels) and field_selector_matches(
+            query.get("fieldSelector", ""), obj
+        )
+
+    def _list(self, namespace: str, query: Mapping[str, str]) -> tuple[int, JsonObject]:
+        with self._cond:
+            count, code = self._fail_lists
+            if count > 0:
+                self._fail_lists = (count - 1, code)
+                return code, _status(code, "InternalError", "injected list failure")
+            items = [
+                json.loads(json.dumps(obj))
+                for key, obj in sorted(self._objects.items())
+                if self._matching(namespace, query, obj)
+            ]
+            return 200, {
+                "kind": "ConfigMapList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self._rv)},
+                "items": items,
+            }
+
+    def _event_for(self, change: _Change, query: Mapping[str, str]) -> JsonObject | None:
+        """What a watcher with this selector sees for one change, if anything."""
+        before = self._matching(change.namespace, query, change.old)
+        after = self._matching(change.namespace, query, change.new)
+        obj = self._deleted_states[change.rv] if change.new is None else change.new
+        if before and after:
+            kind = "MODIFIED"
+        elif after:
+            kind = "ADDED"
+        elif before:
+            kind = "DELETED"
+        else:
+            return None
+        wire = {"kind": "ConfigMap", "apiVersion": "v1", **json.loads(json.dumps(obj))}
+        return {"type": kind, "object": wire}
+
+    def _events_since(self, namespace: str, query: Mapping[str, str], cursor: int) -> list[JsonObject]:
+        return [
+            event
+            for change in self._history
+            if change.rv > cursor and change.namespace == namespace
+            for event in [self._event_for(change, query)]
+            if event is not None
+        ]
+
+
+def _make_handler(server: FakeApiServer) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        fake = server
+
+    return Handler
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive, as the apiserver; the watch is the only chunked, long-lived answer."""
+
+    protocol_version = "HTTP/1.1"
+    fake: FakeApiServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request stderr line."""
+
+    # --- plumbing ---
+
+    def _query(self) -> tuple[str, dict[str, str]]:
+        parts = urlsplit(self.path)
+        return parts.path, {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else None
+
+    def _send_json(self, code: int, body: JsonObject) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def _line(self, event: JsonObject) -> None:
+        self._chunk(json.dumps(event).encode() + b"\n")
+
+    # --- methods ---
+
+    def do_GET(self) -> None:
+        path, query = self._query()
+        self.fake._record(RecordedRequest("GET", path, query))
+        match = _CONFIGMAPS.match(path)
+        if not match:
+            self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
+            return
+        try:
+            field_selector_matches(
+                query.get("fieldSelector", ""), {"metadata": {"name": "", "namespace": ""}}
+            )
+        except ValueError as exc:
+            self._send_json(400, _status(400, "BadRequest", str(exc)))
+            return
+        if query.get("watch") in ("true", "1"):
+            self._watch(match["ns"], query)
+            return
+        code, body = self.fake._list(match["ns"], query)
+        self._send_json(code, body)
+
+    def do_POST(self) -> None:
+        path, query = self._query()
+        body = self._body()
+        self.fake._record(RecordedRequest("POST", path, query, body, self.headers.get("Content-Type", "")))
+        match = _EVENTS.match(path)
+        if not match:
+            self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
+            return
+        code, answer = self._create_event(match["ns"], body)
+        self._send_json(code, answer)
+
+    def do_PATCH(self) -> None:
+        path, query = self._query()
+        body = self._body()
+        content_type = self.headers.get("Content-Type", "")
+        self.fake._record(RecordedRequest("PATCH", path, query, body, content_type))
+        match = _EVENT.match(path)
+        if not match:
+            self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
+            return
+        if content_type not in _PATCH_TYPES or not isinstance(body, dict):
+            self._send_json(415, _status(415, "UnsupportedMediaType", f"unsupported patch {content_type}"))
+            return
+        fake = self.fake
+        with fake._cond:
+            if fake._fail_event_writes > 0:
+                fake._fail_event_writes -= 1
+                answer = (500, _status(500, "InternalError", "injected event failure"))
+            elif (match["ns"], match["name"]) not in fake._events:
+                answer = (404, _status(404, "NotFound", f'events "{match["name"]}" not found'))
+            else:
+                stored = fake._events[(match["ns"], match["name"])]
+                _merge(stored, body)
+                fake._rv += 1
+                stored["metadata"]["resourceVersion"] = str(fake._rv)
+                answer = (200, json.loads(json.dumps(stored)))
+        self._send_json(*answer)
+
+    def _create_event(self, namespace: str, body: Any) -> tuple[int, JsonObject]:
+        """Create, with the apiserver's checks that matter here (name, namespace agreement)."""
+        fake = self.fake
+        with fake._cond:
+            if fake._fail_event_writes > 0:
+                fake._fail_event_writes -= 1
+                return 500, _status(500, "InternalError", "injected event failure")
+            if not isinstance(body, dict) or not body.get("metadata", {}).get("name"):
+                return 422, _status(422, "Invalid", "metadata.name: Required value")
+            involved_ns = body.get("involvedObject", {}).get("namespace", "")
+            if body["metadata"].get("namespace", namespace) != namespace or (
+                involved_ns and involved_ns != namespace
+            ):
+                return 422, _status(
+                    422, "Invalid", "involvedObject.namespace: does not match event.namespace"
+                )
+            key = (namespace, body["metadata"]["name"])
+            if key in fake._events:
+                return 409, _status(409, "AlreadyExists", f'events "{key[1]}" already exists')
+            fake._rv += 1
+            stored = json.loads(json.dumps(body))
+            stored["metadata"].update(
+                namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(fake._rv)
+            )
+            fake._events[key] = stored
+            fake._cond.notify_all()
+            return 201, json.loads(json.dumps(stored))
+
+    # --- the watch ---
+
+    def _client_gone(self) -> bool:
+        """The client closed its end (readable, and nothing to read: EOF)."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+        except OSError:
+            return True
+
+    def _watch(self, namespace: str, query: dict[str, str]) -> None:
+        fake = self.fake
+        fake._watch_gate.wait()
+        with fake._cond:
+            if fake._stopping:
+                self.close_connection = True
+                return
+            expire_as_http = fake._expire_next_watches.pop(0) if fake._expire_next_watches else None
+            requested = query.get("resourceVersion", "")
+            state = _WatchState(
+                cursor=fake._rv if requested in ("", "0") else int(requested),
+                drop_gen=fake._drop_generation,
+                expire_gen=fake._expire_generation,
+                bookmark_gen=fake._bookmark_generation,
+                raw_seq=fake._raw_seq,
+            )
+            initial = []
+            if requested in ("", "0"):  # "start at most recent": synthetic ADDED for what exists
+                initial = [
+                    {"type": "ADDED", "object": {"kind": "ConfigMap", "apiVersion": "v1", **obj}}
+                    for _, obj in sorted(fake._objects.items())
+                    if fake._matching(namespace, query, obj)
+                ]
+            too_old = expire_as_http is not None or (
+                requested not in ("", "0") and state.cursor < fake._compacted_rv
+            )
+            if not too_old:
+                fake._watches_open += 1
+                fake._watches_started += 1
+                fake._cond.notify_all()
+        gone = _status(410, "Expired", f"too old resource version: {requested} ({fake._compacted_rv})")
+        if too_old and expire_as_http:
+            self._send_json(410, gone)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if too_old:
+            self._line({"type": "ERROR", "object": gone})
+            self._chunk(b"")
+            return
+        try:
+            for event in initial:
+                self._line(event)
+            self._stream(namespace, query, state, gone)
+        except OSError:
+            self.close_connection = True  # the client went away
+        finally:
+            with fake._cond:
+                fake._watches_open -= 1
+                fake._cond.notify_all()
+
+    def _stream(self, namespace: str, query: dict[str, str], state: _WatchState, gone: JsonObject) -> None:
+        fake = self.fake
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with fake._cond:
+                # Wake now and then to notice a client that went away, as the apiserver does at once.
+                while not fake._cond.wait_for(
+                    lambda: state.has_news(fake) or (deadline is not None and time.monotonic() >= deadline),
+                    timeout=_POLL if deadline is None else min(_POLL, max(0.0, deadline - time.monotonic())),
+                ):
+                    if self._client_gone():
+                        return
+                events = fake._events_since(namespace, query, state.cursor)
+                state.cursor = fake._rv
+                raw = [line for seq, line in fake._raw_lines if seq > state.raw_seq]
+                errors = [status for seq, status in fake._error_events if seq > state.raw_seq]
+                state.raw_seq = fake._raw_seq
+                bookmark = None
+                if fake._bookmark_generation != state.bookmark_gen:
+                    state.bookmark_gen = fake._bookmark_generation
+                    bookmark = str(fake._rv)
+                drop = fake._stopping or fake._drop_generation != state.drop_gen
+                expire = fake._expire_generation != state.expire_gen
+            for event in events:
+                self._line(event)
+            for line in raw:
+                self._chunk(line + b"\n")
+            for status in errors:
+                self._line({"type": "ERROR", "object": status})
+            if bookmark is not None:
+                if bookmarks:
+                    meta = {"resourceVersion": bookmark}
+                    self._line(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {"kind": "ConfigMap", "apiVersion": "v1", "metadata": meta},
+                        }
+                    )
+                with fake._cond:
+                    fake._bookmarks_written += 1
+                    fake._cond.notify_all()
+            if drop:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if expire:
+                self._line({"type": "ERROR", "object": gone})
+                self._chunk(b"")
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                self._chunk(b"")
+                return
+
+
+@dataclass
+class _WatchState:
+    """What one open watch has already been sent, against the server's counters."""
+
+    cursor: int
+    drop_gen: int
+    expire_gen: int
+    bookmark_gen: int
+    raw_seq: int
+
+    def has_news(self, fake: FakeApiServer) -> bool:
+        return (
+            fake._stopping
+            or fake._drop_generation != self.drop_gen
+            or fake._expire_generation != self.expire_gen
+            or fake._bookmark_generation != self.bookmark_gen
+            or fake._raw_seq != self.raw_seq
+            or bool(fake._history and fake._history[-1].rv > self.cursor)
+        )
