@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="health and pool-change rounds")
     parser.add_argument(
         "--only",
-        default="core,nvidia,allocator",
+        default="core,nvidia,allocator,pools",
         help="comma-separated groups to run: core, nvidia, allocator, pools",
     )
     args = parser.parse_args(argv)

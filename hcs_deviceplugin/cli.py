@@ -17,8 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from hcs_deviceplugin import __version__
-from hcs_deviceplugin.backend import BackendConfig, available_backend_names, load_backends
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.backend import available_backend_names
 from hcs_deviceplugin.logsetup import configure_logging
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
@@ -61,6 +60,23 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--backend-option", action="append", default=[], metavar="NAME.KEY=VALUE")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--log-level", default="info")
+    run.add_argument(
+        "--metrics-address", default="0.0.0.0", help="address of /metrics /healthz /readyz /report"
+    )
+    run.add_argument("--metrics-port", type=int, default=8080)
+    api = run.add_argument_group("Kubernetes API pool source (optional; the mounted directory always works)")
+    api.add_argument("--in-cluster", action="store_true", help="watch pool ConfigMaps with the pod's account")
+    api.add_argument(
+        "--kubeconfig", type=Path, default=None, help="watch pool ConfigMaps with this kubeconfig"
+    )
+    api.add_argument(
+        "--kube-namespace", default=os.environ.get("POD_NAMESPACE", ""), help="ConfigMap namespace"
+    )
+    api.add_argument(
+        "--kube-label-selector",
+        default="app.kubernetes.io/part-of=hcs-deviceplugin",
+        help="which ConfigMaps hold pools",
+    )
 
 
 def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,12 +87,24 @@ def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     sim.add_argument("--log-level", default="warning")
 
 
+def _add_tool_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from hcs_deviceplugin.observability import inspect as inspect_command
+
+    inspect = sub.add_parser("inspect", help="show the node report of a running daemon")
+    inspect_command.add_arguments(inspect)
+    check = sub.add_parser("validate-config", help="check pool ConfigMaps offline, as the daemon would")
+    check.add_argument(
+        "paths", nargs="+", metavar="FILE", help="YAML files, ConfigMap manifests or directories"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hcs-deviceplugin", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
     _add_simulate_parser(sub)
+    _add_tool_parsers(sub)
     return parser
 
 
@@ -111,27 +139,37 @@ def command_run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"hcs-deviceplugin: unknown vendors {unknown}; installed: {installed}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    loaded = load_backends(
-        names, lambda name: BackendConfig(host_root=args.host_root, options=options.get(name, {}), stop=stop)
+    if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
+        print(
+            "hcs-deviceplugin: --kube-namespace (or POD_NAMESPACE) is needed for the API source",
+            file=sys.stderr,
+        )
+        return 2
+    from hcs_deviceplugin.runner import ApiSettings, Runner, RunSettings
+
+    api = (
+        ApiSettings(args.kube_namespace, args.kube_label_selector, args.in_cluster, args.kubeconfig)
+        if args.in_cluster or args.kubeconfig
+        else None
     )
-    daemon = Daemon(
-        DaemonConfig(
+    runner = Runner(
+        RunSettings(
             plugin_dir=args.plugin_dir,
+            pools_dir=args.pools_dir,
+            host_root=args.host_root,
+            vendors=tuple(names),
             node_name=args.node_name,
             pod_resources_socket=args.pod_resources_socket,
             pod_resources_interval=args.pod_resources_interval,
-        ),
-        loaded.running,
-        absent_backends=loaded.absent,
+            backend_options=options,
+            metrics_address=args.metrics_address,
+            metrics_port=args.metrics_port,
+            api=api,
+        )
     )
-    from hcs_deviceplugin.pools.directory import DirectoryPoolSource
-
-    daemon.add_source(lambda on_change: DirectoryPoolSource(args.pools_dir, on_change))
-    daemon.start()
+    runner.start()
     wait_for_signal()
-    stop.set()
-    daemon.stop()
+    runner.stop()
     return 0
 
 
@@ -139,6 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return command_run(args)
+    if args.command == "inspect":
+        from hcs_deviceplugin.observability import inspect as inspect_command
+
+        return inspect_command.run(args)
+    if args.command == "validate-config":
+        from hcs_deviceplugin.pools import validate
+
+        return validate.main(args.paths, sys.stdout, sys.stderr)
     if args.command == "simulate":
         from hcs_deviceplugin.simulation.command import command_simulate
 

@@ -122,18 +122,24 @@ class Unit:
 
 @dataclass(frozen=True)
 class DeviceSelector:
-    """One entry of a pool's ``devices`` list: any one identity key names a card."""
+    """One entry of a pool's ``devices`` list: any one identity key names a card.
+
+    ``pattern`` is NVIDIA's device plugin selector (DKP per-pool format, POOLS.md §2): matched against
+    the card id by :func:`pattern_matches`, so unlike the other keys it may name many cards or none.
+    """
 
     uuid: str | None = None
     inventory_id: str | None = None
     pci_address: str | None = None
     node: str | None = None
+    pattern: str | None = None
 
     def describe(self) -> str:
         for key, value in (
             ("uuid", self.uuid),
             ("inventoryID", self.inventory_id),
             ("pciAddress", self.pci_address),
+            ("pattern", self.pattern),
         ):
             if value:
                 return f"{key}={value}"
@@ -346,7 +352,25 @@ def selector_matches(selector: DeviceSelector, card: Card, node_name: str) -> bo
         return selector.inventory_id == inventory_id(node_name, card)
     if selector.pci_address is not None:
         return selector.pci_address.lower() == card.pci_address.lower()
+    if selector.pattern is not None:
+        return pattern_matches(selector.pattern, card.id)
     return False
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """NVIDIA's ``ResourcePattern.Matches``: ``*`` is the only wildcard, the rest is literal, and the
+    match is unanchored (a substring search), so ``GPU-1`` matches ``GPU-12`` and ``^$`` matches nothing.
+
+    Upstream compiles the pattern to a regexp per call; the literal pieces appearing in order is the
+    same test without one, and cheap enough for every pool × card × selector of a reconcile.
+    """
+    position = 0
+    for piece in pattern.split("*"):
+        found = text.find(piece, position)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True
 
 
 def unit_ids(units: Sequence[Unit]) -> list[str]:

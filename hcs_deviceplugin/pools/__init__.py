@@ -1,27 +1,46 @@
-"""Pool configuration: formats in, one validated :class:`~hcs_deviceplugin.model.PoolSet` out.
+"""Pool configuration: ConfigMaps in, one validated :class:`~hcs_deviceplugin.model.PoolSet` out.
 
-This package is the daemon's config API (STYLE.md): nothing else imports raw YAML. Formats
-(:mod:`.native`) turn text into ``Pool`` values and know nothing about where the text came from;
-sources (:mod:`.directory`) know where text comes from and when it changes, and merge what the
-formats give them. Errors are values (:mod:`.errors`) so sources can keep, compare and report them.
+This package is the daemon's config API (STYLE.md): nothing else imports raw YAML.
+
+* **Formats** turn one ConfigMap (:class:`.objects.ConfigMapObject`) into ``Pool`` values and know
+  nothing about where it came from: native (:mod:`.native`), DKP per-pool NVIDIA config (:mod:`.dkp`),
+  DKP ADR allowlist (:mod:`.allowlist`); :mod:`.formats` recognises which one an object is.
+* **Sources** know where objects come from and when they change: the mounted directory
+  (:mod:`.directory`, reading :mod:`.mounted` layouts) and the API watch (:mod:`.apisource`).
+* **The aggregator** (:mod:`.aggregate`) takes every source's objects, keeps the newest copy and each
+  object's last good parse, merges them into one PoolSet and reports changes.
+
+Errors are values (:mod:`.errors`) so sources can keep, compare and report them.
 """
 
+from hcs_deviceplugin.pools.aggregate import PoolAggregator
+from hcs_deviceplugin.pools.allowlist import parse_allowlist
 from hcs_deviceplugin.pools.conflicts import DeviceKey, device_key, find_conflicts, selectors_overlap
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.pools.dkp import parse_dkp_plugin_config
 from hcs_deviceplugin.pools.document import Syntax, load_document
 from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.formats import Format, detect_format, parse_configmap
 from hcs_deviceplugin.pools.names import validate_extended_resource_name, validate_pool_name
 from hcs_deviceplugin.pools.native import parse_native, parse_native_data
+from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 __all__ = [
     "ConfigError",
     "ConfigErrors",
+    "ConfigMapObject",
     "DeviceKey",
     "DirectoryPoolSource",
+    "Format",
+    "PoolAggregator",
     "Syntax",
+    "detect_format",
     "device_key",
     "find_conflicts",
     "load_document",
+    "parse_allowlist",
+    "parse_configmap",
+    "parse_dkp_plugin_config",
     "parse_native",
     "parse_native_data",
     "selectors_overlap",

@@ -5,6 +5,11 @@ two pools is a conflict the reconciler resolves (neither pool gets it) and the n
 Two entries overlap when they use the same identity key with the same value and their ``node``
 restrictions can hold at once (equal, or either absent). Entries that name one card through different
 keys (a uuid and a pciAddress) cannot be matched without the inventory; the reconciler sees those.
+
+A DKP ``pattern`` is a key like the others: two pools with the same pattern claim the same cards (the
+``*`` of older DKP renderings claims every card, so two such pools leave every card to neither).
+Different patterns that match one card need the inventory too; patterns with ``^`` or ``$`` match no
+card id and claim nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ def device_key(selector: DeviceSelector) -> DeviceKey | None:
     ):
         if value is not None:
             return DeviceKey(kind, value, selector.node)
+    pattern = selector.pattern
+    if pattern is not None and "^" not in pattern and "$" not in pattern:
+        return DeviceKey("pattern", pattern, selector.node)
     return None
 
 

@@ -118,6 +118,57 @@ def load_document(text: str, source: str, syntax: Syntax = "yaml") -> object:
     JSON files get the JSON parser because PyYAML's YAML 1.1 rejects some valid JSON (tabs as
     indentation). Raises :class:`ConfigErrors` with one ``<document>`` error on a syntax problem.
     """
+    try:
+        return _load(text, source, syntax)
+    except RecursionError as exc:
+        raise ConfigErrors([_too_deep(source)]) from exc
+
+
+def load_documents(text: str, source: str) -> list[object]:
+    """Every document of a YAML stream (``---`` separated), with the same strictness as
+    :func:`load_document`; for manifests (``kubectl get -o yaml`` output, several ConfigMaps in one
+    file), where several documents are the norm rather than a mistake.
+    """
+    if _flow_too_deep(text):
+        raise ConfigErrors([_too_deep(source)])
+    try:
+        return list(yaml.load_all(text, Loader=_StrictSafeLoader))  # a SafeLoader subclass: safe
+    except yaml.YAMLError as exc:
+        raise ConfigErrors([_yaml_error(source, exc)]) from exc
+    except RecursionError as exc:
+        raise ConfigErrors([_too_deep(source)]) from exc
+
+
+MAX_FLOW_DEPTH = 100
+"""Deepest ``[``/``{`` nesting read; real pool documents nest a handful of levels."""
+
+
+def _too_deep(source: str) -> ConfigError:
+    # Both loaders build nested collections recursively; thousands of levels exhaust the stack.
+    return ConfigError(source, DOCUMENT_PATH, "nested too deeply to read")
+
+
+def _flow_too_deep(text: str) -> bool:
+    """Whether brackets nest deeper than :data:`MAX_FLOW_DEPTH`, counted without parsing.
+
+    PyYAML's scanner re-checks every open flow level on every token, so ``[`` repeated a few thousand
+    times costs seconds before the stack overflows: refuse it up front. Brackets inside quoted strings
+    count too, so a (pathological) string of a hundred unbalanced brackets is refused as well.
+    """
+    if text.count("[") + text.count("{") <= MAX_FLOW_DEPTH:
+        return False
+    depth = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                return True
+        elif char in "]}" and depth:
+            depth -= 1
+    return False
+
+
+def _load(text: str, source: str, syntax: Syntax) -> object:
     if syntax == "json":
         try:
             return json.loads(text, object_pairs_hook=_no_duplicate_pairs)
@@ -133,6 +184,8 @@ def load_document(text: str, source: str, syntax: Syntax = "yaml") -> object:
             ) from exc
         except _DuplicateJSONKeyError as exc:
             raise ConfigErrors([ConfigError(source, DOCUMENT_PATH, f"invalid JSON: {exc}")]) from exc
+    if _flow_too_deep(text):
+        raise ConfigErrors([_too_deep(source)])
     try:
         return yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader subclass: safe
     except yaml.YAMLError as exc:

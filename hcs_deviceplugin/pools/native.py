@@ -22,15 +22,25 @@ Choices where POOLS.md is silent (kept here so that users and tests agree):
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
 from hcs_deviceplugin.pools.conflicts import selectors_overlap
 from hcs_deviceplugin.pools.document import Syntax, load_document
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.fields import (
+    MISSING,
+    Report,
+    check_keys,
+    child,
+    describe_value,
+    integer,
+    item,
+    optional,
+    string,
+)
 from hcs_deviceplugin.pools.names import (
     validate_dns1123_subdomain,
     validate_extended_resource_name,
@@ -60,104 +70,15 @@ DEVICE_KEYS = (*IDENTITY_KEYS, "node")
 
 PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
 
-_MISSING = object()
 
-
-def describe_value(value: object) -> str:
-    """A value as error messages show it: its YAML type, then the value (so ``"4"`` reads as a string)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"number {value}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
-
-
-def child(path: str, key: str) -> str:
-    """``pools[1]`` + ``unit`` → ``pools[1].unit``; the root's children are bare keys."""
-    return f"{path}.{key}" if path else key
-
-
-def item(path: str, index: int) -> str:
-    return f"{path}[{index}]"
-
-
-@dataclass
-class _Report:
-    """Errors of one document, in the order found."""
-
-    source: str
-    errors: list[ConfigError] = field(default_factory=list)
-
-    def add(self, path: str, message: str) -> None:
-        self.errors.append(ConfigError(self.source, path, message))
-
-    def mark(self) -> int:
-        return len(self.errors)
-
-    def clean_since(self, mark: int) -> bool:
-        return len(self.errors) == mark
-
-
-def _check_keys(mapping: Mapping[object, object], allowed: Sequence[str], path: str, report: _Report) -> None:
-    for key in mapping:
-        if not isinstance(key, str):
-            report.add(child(path, str(key)), f"keys must be strings, got {describe_value(key)}")
-            continue
-        if key in allowed:
-            continue
-        guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-        if not guess:
-            guess = [k for k in allowed if k.lower() == key.lower()]
-        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
-        report.add(child(path, key), f"unknown key{hint}; allowed: {', '.join(allowed)}")
-
-
-def _optional(mapping: Mapping[object, object], key: str) -> object:
-    value = mapping.get(key, _MISSING)
-    return _MISSING if value is None else value
-
-
-def _string(value: object, path: str, report: _Report) -> str | None:
-    if not isinstance(value, str):
-        hint = "; quote it so that YAML reads it as a string" if isinstance(value, int | float) else ""
-        report.add(path, f"must be a string, got {describe_value(value)}{hint}")
-        return None
-    if not value:
-        report.add(path, "must not be empty")
-        return None
-    return value
-
-
-def _integer(value: object, path: str, low: int, high: int | None, report: _Report) -> int | None:
-    # bool is an int subclass in Python; ``slicesPerUnit: true`` must not read as 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        report.add(path, f"must be an integer, got {describe_value(value)}")
-        return None
-    if value < low or (high is not None and value > high):
-        bounds = f"{low}..{high}" if high is not None else f">= {low}"
-        report.add(path, f"must be {bounds}, got {value}")
-        return None
-    return value
-
-
-def _device(entry: object, path: str, report: _Report) -> DeviceSelector | None:
+def _device(entry: object, path: str, report: Report) -> DeviceSelector | None:
     if not isinstance(entry, Mapping):
         report.add(
             path, f"must be a mapping with one of {', '.join(IDENTITY_KEYS)}, got {describe_value(entry)}"
         )
         return None
     start = report.mark()
-    _check_keys(entry, DEVICE_KEYS, path, report)
+    check_keys(entry, DEVICE_KEYS, path, report)
     present = [k for k in IDENTITY_KEYS if k in entry]
     values: dict[str, str | None] = {}
     if not present:
@@ -166,7 +87,7 @@ def _device(entry: object, path: str, report: _Report) -> DeviceSelector | None:
         report.add(path, f"needs exactly one of {', '.join(IDENTITY_KEYS)}; has {' and '.join(present)}")
     else:
         key = present[0]
-        value = _string(entry[key], child(path, key), report)
+        value = string(entry[key], child(path, key), report)
         if value is not None and key == "pciAddress":
             value = value.lower()
             if not PCI_ADDRESS_RE.fullmatch(value):
@@ -177,9 +98,9 @@ def _device(entry: object, path: str, report: _Report) -> DeviceSelector | None:
                 )
         values[key] = value
     node: str | None = None
-    raw_node = _optional(entry, "node")
-    if raw_node is not _MISSING:
-        node = _string(raw_node, child(path, "node"), report)
+    raw_node = optional(entry, "node")
+    if raw_node is not MISSING:
+        node = string(raw_node, child(path, "node"), report)
         if node is not None and (problem := validate_dns1123_subdomain(node)) is not None:
             report.add(child(path, "node"), f"not a valid node name: {problem}")
     if not report.clean_since(start):
@@ -192,8 +113,8 @@ def _device(entry: object, path: str, report: _Report) -> DeviceSelector | None:
     )
 
 
-def _devices(raw: object, path: str, report: _Report) -> tuple[DeviceSelector, ...] | None:
-    if raw is _MISSING:
+def _devices(raw: object, path: str, report: Report) -> tuple[DeviceSelector, ...] | None:
+    if raw is MISSING:
         return ()
     if not isinstance(raw, list):
         report.add(path, f"must be a list, got {describe_value(raw)}")
@@ -225,12 +146,12 @@ class _Prefixes:
     cluster: str | None
 
 
-def _prefixes(document: Mapping[object, object], pools: list[object], report: _Report) -> _Prefixes:
-    raw = _optional(document, "resourcePrefix")
-    if raw is _MISSING:
+def _prefixes(document: Mapping[object, object], pools: list[object], report: Report) -> _Prefixes:
+    raw = optional(document, "resourcePrefix")
+    if raw is MISSING:
         base: str | None = DEFAULT_RESOURCE_PREFIX
     else:
-        base = _string(raw, "resourcePrefix", report)
+        base = string(raw, "resourcePrefix", report)
     if base is None:
         return _Prefixes(None, None)
     node: str | None = base
@@ -250,21 +171,21 @@ def _prefixes(document: Mapping[object, object], pools: list[object], report: _R
     return _Prefixes(node, cluster)
 
 
-def _pool_name(raw: Mapping[object, object], path: str, report: _Report) -> str | None:
-    value = _optional(raw, "name")
-    if value is _MISSING:
+def _pool_name(raw: Mapping[object, object], path: str, report: Report) -> str | None:
+    value = optional(raw, "name")
+    if value is MISSING:
         report.add(path, "required")
         return None
-    name = _string(value, path, report)
+    name = string(value, path, report)
     if name is not None and (problem := validate_pool_name(name)) is not None:
         report.add(path, problem)
         return None
     return name
 
 
-def _scope(raw: Mapping[object, object], path: str, report: _Report) -> str:
-    value = _optional(raw, "scope")
-    if value is _MISSING:
+def _scope(raw: Mapping[object, object], path: str, report: Report) -> str:
+    value = optional(raw, "scope")
+    if value is MISSING:
         return SCOPE_NODE
     if isinstance(value, str) and value in SCOPES:
         return value
@@ -272,9 +193,9 @@ def _scope(raw: Mapping[object, object], path: str, report: _Report) -> str:
     return SCOPE_NODE
 
 
-def _unit(raw: Mapping[object, object], path: str, report: _Report) -> UnitKind | None:
-    value = _optional(raw, "unit")
-    if value is _MISSING:
+def _unit(raw: Mapping[object, object], path: str, report: Report) -> UnitKind | None:
+    value = optional(raw, "unit")
+    if value is MISSING:
         return UnitKind.CARD
     unit = UNIT_ALIASES.get(value) if isinstance(value, str) else None
     if unit is None:
@@ -284,45 +205,45 @@ def _unit(raw: Mapping[object, object], path: str, report: _Report) -> UnitKind 
     return unit
 
 
-def _profile(raw: Mapping[object, object], unit: UnitKind | None, path: str, report: _Report) -> str | None:
+def _profile(raw: Mapping[object, object], unit: UnitKind | None, path: str, report: Report) -> str | None:
     """Required for partitions (it says which partition), refused for cards (it would be ignored)."""
-    value = _optional(raw, "profile")
+    value = optional(raw, "profile")
     if unit is UnitKind.PARTITION:
-        if value is _MISSING:
+        if value is MISSING:
             report.add(path, "required when unit is Partition")
             return None
-        return _string(value, path, report)
-    if unit is UnitKind.CARD and value is not _MISSING:
+        return string(value, path, report)
+    if unit is UnitKind.CARD and value is not MISSING:
         report.add(path, "not allowed when unit is Card (a profile describes partitions)")
     return None
 
 
-def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: _Report) -> Pool | None:
+def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Report) -> Pool | None:
     if not isinstance(raw, Mapping):
         report.add(path, f"must be a mapping, got {describe_value(raw)}")
         return None
     start = report.mark()
-    _check_keys(raw, POOL_KEYS, path, report)
+    check_keys(raw, POOL_KEYS, path, report)
 
     name = _pool_name(raw, child(path, "name"), report)
     scope = _scope(raw, child(path, "scope"), report)
     unit = _unit(raw, child(path, "unit"), report)
 
     slices: int | None = 1
-    raw_slices = _optional(raw, "slicesPerUnit")
-    if raw_slices is not _MISSING:
-        slices = _integer(
+    raw_slices = optional(raw, "slicesPerUnit")
+    if raw_slices is not MISSING:
+        slices = integer(
             raw_slices, child(path, "slicesPerUnit"), MIN_SLICES_PER_UNIT, MAX_SLICES_PER_UNIT, report
         )
 
     profile = _profile(raw, unit, child(path, "profile"), report)
 
     max_devices: int | None = None
-    raw_max = _optional(raw, "maxDevicesPerNode")
-    if raw_max is not _MISSING:
-        max_devices = _integer(raw_max, child(path, "maxDevicesPerNode"), 1, None, report)
+    raw_max = optional(raw, "maxDevicesPerNode")
+    if raw_max is not MISSING:
+        max_devices = integer(raw_max, child(path, "maxDevicesPerNode"), 1, None, report)
 
-    devices = _devices(_optional(raw, "devices"), child(path, "devices"), report)
+    devices = _devices(optional(raw, "devices"), child(path, "devices"), report)
 
     prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
     resource_name = f"{prefix}/{name}"
@@ -347,7 +268,7 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: _Rep
 
 def parse_native_data(document: object, source: str) -> list[Pool]:
     """Validate an already-loaded native document; see :func:`parse_native`."""
-    report = _Report(source)
+    report = Report(source)
     if document is None:
         return []
     if not isinstance(document, Mapping):
@@ -360,18 +281,18 @@ def parse_native_data(document: object, source: str) -> list[Pool]:
                 )
             ]
         )
-    _check_keys(document, TOP_LEVEL_KEYS, "", report)
+    check_keys(document, TOP_LEVEL_KEYS, "", report)
 
-    raw_pools = _optional(document, "pools")
+    raw_pools = optional(document, "pools")
     pools_list: list[object] = []
-    if raw_pools is not _MISSING:
+    if raw_pools is not MISSING:
         if isinstance(raw_pools, list):
             pools_list = raw_pools
         else:
             report.add("pools", f"must be a list, got {describe_value(raw_pools)}")
 
-    raw_version = _optional(document, "version")
-    if raw_version is _MISSING:
+    raw_version = optional(document, "version")
+    if raw_version is MISSING:
         if pools_list:
             report.add("version", f"required; must be {VERSION!r}")
     elif not (isinstance(raw_version, str) and raw_version == VERSION):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
@@ -30,8 +33,24 @@ def test_simulate_once_plays_the_scenario_and_prints_the_final_state() -> None:
     assert "nvidia-shared-pod-new" in out
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
     root = Path(tempfile.mkdtemp(prefix="hcs", dir="/tmp"))
+    port = free_port()
     kubelet = KubeletSimulator(root / "dp")
     kubelet.start()
     write_configmap_volume(root / "pools", {"pools.yaml": pool_doc(card_pool("train", H100[0]))})
@@ -49,6 +68,12 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
             "node-1",
             "--log-format",
             "json",
+            "--metrics-address",
+            "127.0.0.1",
+            "--metrics-port",
+            str(port),
+            "--pod-resources-socket",
+            str(root / "pr.sock"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -62,6 +87,17 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
             "run registered its pool",
         )
         assert (root / "dp" / "hcs-gpu.deckhouse.io_train.sock").is_socket()
+        base = f"http://127.0.0.1:{port}"
+        kubelet.wait_for(lambda k: http_get(f"{base}/readyz")[0] == 200, WAIT, "/readyz 200")
+        status, metrics = http_get(f"{base}/metrics")
+        assert status == 200
+        assert 'hcs_pool_units{pool="train",resource="gpu.deckhouse.io/train"} 1.0' in metrics
+        assert http_get(f"{base}/healthz")[0] == 200
+        inspect = subprocess.run(
+            [*CLI, "inspect", "--url", base], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert inspect.returncode == 0, inspect.stderr
+        assert H100[0] in inspect.stdout and "train" in inspect.stdout
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0, stderr
@@ -75,6 +111,26 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
             proc.wait(timeout=5)
         kubelet.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_validate_config_exit_codes(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(pool_doc(card_pool("train", H100[0])))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: v1\npools:\n  - name: Bad_Name\n")
+    ok = subprocess.run(
+        [*CLI, "validate-config", str(good)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    broken = subprocess.run(
+        [*CLI, "validate-config", str(good), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert broken.returncode == 1
+    assert f"{bad}: pools[0].name" in broken.stdout + broken.stderr
 
 
 def test_run_rejects_unknown_vendor() -> None:

@@ -34,6 +34,14 @@ PCI = "0000:17:00.0"
             id="pci-any-node",
         ),
         pytest.param(DeviceSelector(), DeviceSelector(), False, id="empty-selectors"),
+        pytest.param(DeviceSelector(pattern="*"), DeviceSelector(pattern="*"), True, id="same-pattern"),
+        pytest.param(
+            DeviceSelector(pattern="GPU-1"), DeviceSelector(pattern="GPU-"), False, id="other-pattern"
+        ),
+        pytest.param(
+            DeviceSelector(pattern="^$"), DeviceSelector(pattern="^$"), False, id="placeholder-claims-none"
+        ),
+        pytest.param(DeviceSelector(pattern="G1"), DeviceSelector(uuid="G1"), False, id="pattern-vs-uuid"),
     ],
 )
 def test_selectors_overlap(a: DeviceSelector, b: DeviceSelector, overlap: bool) -> None:
@@ -79,3 +87,10 @@ def test_entries_on_disjoint_nodes_do_not_conflict() -> None:
 def test_device_key_reads_well() -> None:
     assert str(DeviceKey("uuid", "G1")) == "uuid=G1"
     assert str(DeviceKey("pciAddress", PCI, "w1")) == f"pciAddress={PCI} on node w1"
+
+
+def test_star_patterns_of_older_dkp_renderings_conflict() -> None:
+    star = DeviceSelector(pattern="*")
+    assert find_conflicts([pool("a", star), pool("b", star), pool("c", DeviceSelector(pattern="^$"))]) == {
+        DeviceKey("pattern", "*"): ["a", "b"]
+    }

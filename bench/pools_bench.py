@@ -1,0 +1,146 @@
+"""Pool config at cluster scale: parse + merge + reconcile diff for 1,000 pools on a 16-card node.
+
+Three measurements, each from text to the reconciler's plan (``desired_state`` + ``plan_changes``),
+which is what a ConfigMap change costs the daemon before any gRPC happens:
+
+* **native, 1,000 pools in one ConfigMap** (cluster-wide: 16 of them name this node's cards, the
+  rest other nodes'). Each sample changes one pool, so the whole document is parsed again, as the
+  aggregator must: the object changed.
+* **DKP, 1,000 per-pool ConfigMaps, one changes** (the control plane's layout): the aggregator gets
+  the complete list, re-parses only the changed object and re-merges.
+* **DKP, 1,000 per-pool ConfigMaps, cold** (start-up, or a re-list after the watch expired with
+  everything new): every object is parsed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from bench.common import Result
+from hcs_deviceplugin.model import Card, Inventory, PoolSet
+from hcs_deviceplugin.pools.aggregate import PoolAggregator
+from hcs_deviceplugin.pools.formats import parse_configmap, parse_configmap_located
+from hcs_deviceplugin.pools.objects import ConfigMapObject
+from hcs_deviceplugin.reconciler import DesiredPool, desired_state, plan_changes
+
+NODE = "k8s-w1"
+POOLS = 1000
+CARDS = 16
+NAMESPACE = "d8-gpu-control-plane"
+NO_ENV: Mapping[str, str] = {}
+
+
+def uuid(n: int) -> str:
+    return f"GPU-{n:08x}-1111-2222-3333-{n:012x}"
+
+
+def inventory() -> Inventory:
+    cards = tuple(
+        Card(uuid(n), "nvidia", "nvidia", "H100", n, f"0000:{n + 0x17:02x}:00.0", 0x10DE, 0x2330, n // 8)
+        for n in range(CARDS)
+    )
+    return Inventory(cards=cards)
+
+
+def native_configmap(changed: int, slices: int) -> ConfigMapObject:
+    lines = ["version: v1", "pools:"]
+    for n in range(POOLS):
+        lines.append(f"  - name: pool-{n:04d}")
+        lines.append(f"    slicesPerUnit: {slices if n == changed else 1 + n % 4}")
+        lines.append(f"    devices: [{{uuid: {uuid(n)}}}]")
+    return ConfigMapObject(
+        "hcs-deviceplugin-pools", NAMESPACE, {"pools.yaml": "\n".join(lines) + "\n"}, source="configmap pools"
+    )
+
+
+def dkp_configmap(n: int, replicas: int) -> ConfigMapObject:
+    name = f"pool-{n:04d}"
+    text = (
+        "flags: {migStrategy: none, resourcePrefix: gpu.deckhouse.io}\n"
+        "plugin: {deviceIDStrategy: uuid, deviceListStrategy: envvar, passDeviceSpecs: true}\n"
+        f"resources:\n  gpus:\n  - {{name: gpu.deckhouse.io/{name}, pattern: {uuid(n)}}}\n"
+        "sharing:\n  timeSlicing:\n    resources:\n"
+        f"    - {{name: gpu.deckhouse.io/{name}, replicas: {replicas}}}\n"
+        "version: v1\n"
+    )
+    return ConfigMapObject(
+        f"nvidia-device-plugin-{name}-config",
+        NAMESPACE,
+        {"config.yaml": text},
+        {"app": "nvidia-device-plugin", "pool": name},
+        "1",
+        f"configmap {NAMESPACE}/nvidia-device-plugin-{name}-config",
+    )
+
+
+def diff(pools: PoolSet, inv: Inventory, running: Mapping[str, DesiredPool]) -> Mapping[str, DesiredPool]:
+    desired = desired_state(pools, inv, NODE).pools
+    plan_changes(running, desired)
+    return desired
+
+
+def timed(samples: int, step: Callable[[int], None]) -> list[float]:
+    out: list[float] = []
+    for i in range(samples):
+        start = time.perf_counter()
+        step(i)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def bench_native(samples: int) -> Result:
+    inv = inventory()
+    running = diff(PoolSet(tuple(parse_configmap(native_configmap(-1, 1)))), inv, {})
+
+    def step(i: int) -> None:
+        nonlocal running
+        pools = PoolSet(tuple(parse_configmap(native_configmap(i % POOLS, 8 + i % 2))))
+        running = diff(pools, inv, running)
+
+    return Result(f"native: {POOLS} pools in 1 ConfigMap, 1 changes", timed(samples, step))
+
+
+def bench_dkp_incremental(samples: int) -> Result:
+    inv = inventory()
+    objects = [dkp_configmap(n, 1 + n % 4) for n in range(POOLS)]
+    aggregator = PoolAggregator(
+        lambda pools, errors: None, parser=lambda o: parse_configmap_located(o, NO_ENV)
+    )
+    running = diff(aggregator.update("api", objects)[0], inv, {})
+
+    def step(i: int) -> None:
+        nonlocal running
+        n = (i * 37) % POOLS
+        objects[n] = replace(dkp_configmap(n, 5 + i % 2), resource_version=str(2 + i))
+        running = diff(aggregator.update("api", objects)[0], inv, running)
+
+    return Result(f"dkp: {POOLS} per-pool ConfigMaps, 1 changes", timed(samples, step))
+
+
+def bench_dkp_cold(samples: int) -> Result:
+    inv = inventory()
+
+    def step(i: int) -> None:
+        objects = [dkp_configmap(n, 1 + (n + i) % 4) for n in range(POOLS)]
+        aggregator = PoolAggregator(
+            lambda pools, errors: None, parser=lambda o: parse_configmap_located(o, NO_ENV)
+        )
+        diff(aggregator.update("api", objects)[0], inv, {})
+
+    return Result(f"dkp: {POOLS} per-pool ConfigMaps, cold", timed(samples, step))
+
+
+def run(samples: int = 20) -> list[str]:
+    """One line per measurement (median and p99), as ``python -m bench --only pools`` prints them."""
+    return [
+        bench_native(samples).line(),
+        bench_dkp_incremental(samples * 5).line(),
+        bench_dkp_cold(max(3, samples // 5)).line(),
+    ]
+
+
+if __name__ == "__main__":
+    for line in run():
+        print(line)

@@ -1,0 +1,117 @@
+"""One ConfigMap in, its pools out, whichever of the three formats it is written in.
+
+Sources deliver :class:`ConfigMapObject` values without knowing the formats; this module recognises
+the format from what the object looks like, so the same ConfigMap parses the same way whether it came
+from the API (with labels) or from a mounted directory (name and keys only):
+
+1. **ADR allowlist** (:mod:`.allowlist`): a ``DP_ALLOWED_DEVICES`` key, or a name
+   ``gpu-device-plugin-<pool>``.
+2. **DKP per-pool** (:mod:`.dkp`): the label ``app=nvidia-device-plugin``, or a name
+   ``nvidia-device-plugin-<pool>-config``.
+3. **Native** (:mod:`.native`) otherwise: every data key named ``*.yaml``, ``*.yml`` or ``*.json``
+   (``pools.yaml`` by convention) is one native document, and other keys (a README) are not read —
+   the behaviour the mounted directory always had. Keys starting with ``.`` are never read.
+
+An object shaped like both an allowlist and a DKP config is an error rather than a guess. Every error
+names the object's ``source``; errors inside a key's document name the key first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from enum import StrEnum
+
+from hcs_deviceplugin.model import Pool
+from hcs_deviceplugin.pools.allowlist import is_allowlist, parse_allowlist_located
+from hcs_deviceplugin.pools.dkp import is_dkp_plugin_config, parse_dkp_located
+from hcs_deviceplugin.pools.document import Syntax
+from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
+from hcs_deviceplugin.pools.native import parse_native
+from hcs_deviceplugin.pools.objects import ConfigMapObject
+
+NATIVE_SUFFIXES: Mapping[str, Syntax] = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+
+
+class Format(StrEnum):
+    """The pool formats a ConfigMap can be written in (POOLS.md §1-3)."""
+
+    NATIVE = "native"
+    DKP = "dkp-per-pool"
+    ALLOWLIST = "dkp-allowlist"
+
+
+def native_syntax(key: str) -> Syntax | None:
+    """How a data key of a native ConfigMap is read, or ``None`` when it is not a pool document."""
+    if key.startswith("."):
+        return None
+    return NATIVE_SUFFIXES.get(os.path.splitext(key)[1])
+
+
+def detect_format(obj: ConfigMapObject) -> Format:
+    """Which format ``obj`` is in (see the module docstring); raises when it looks like two."""
+    allowlist, dkp = is_allowlist(obj), is_dkp_plugin_config(obj)
+    if allowlist and dkp:
+        raise ConfigErrors(
+            [
+                ConfigError(
+                    obj.source,
+                    "metadata",
+                    "looks like both a DKP allowlist (name gpu-device-plugin-<pool> or key "
+                    "DP_ALLOWED_DEVICES) and a DKP per-pool config (label app=nvidia-device-plugin "
+                    "or name nvidia-device-plugin-<pool>-config); it must be one",
+                )
+            ]
+        )
+    if allowlist:
+        return Format.ALLOWLIST
+    return Format.DKP if dkp else Format.NATIVE
+
+
+def parse_configmap(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[Pool]:
+    """The pools ``obj`` defines; raises :class:`ConfigErrors` with every problem found.
+
+    ``env`` (default ``os.environ``) is where the DKP format finds ``NVIDIA_RESOURCE_PREFIX``.
+    """
+    return [located.pool for located in parse_configmap_located(obj, env)]
+
+
+def parse_configmap_located(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[LocatedPool]:
+    """:func:`parse_configmap`, with the field path of each pool's definition."""
+    kind = detect_format(obj)
+    if kind is Format.ALLOWLIST:
+        return parse_allowlist_located(obj)
+    if kind is Format.DKP:
+        return parse_dkp_located(obj, env)
+    return parse_native_located(obj)
+
+
+def parse_native_located(obj: ConfigMapObject) -> list[LocatedPool]:
+    """Every native document among ``obj``'s keys, in key order; a pool defined in two keys is an error."""
+    errors: list[ConfigError] = []
+    located: list[LocatedPool] = []
+    owners: dict[str, str] = {}
+    for key in sorted(obj.data):
+        syntax = native_syntax(key)
+        if syntax is None:
+            continue
+        try:
+            pools = parse_native(obj.data[key], obj.source, syntax)
+        except ConfigErrors as exc:
+            errors += in_key(exc.errors, obj, key)
+            continue
+        for index, pool in enumerate(pools):
+            path = key_path(obj, key, f"pools[{index}].name")
+            if pool.name in owners:
+                errors.append(
+                    ConfigError(
+                        obj.source, path, f"pool {pool.name!r} is also defined at {owners[pool.name]}"
+                    )
+                )
+                continue
+            owners[pool.name] = path
+            located.append(LocatedPool(pool, path))
+    if errors:
+        raise ConfigErrors(errors)
+    return located

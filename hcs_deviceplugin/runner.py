@@ -1,0 +1,156 @@
+"""Assembling the real daemon for ``hcs-deviceplugin run``: backends, pool sources, metrics, HTTP.
+
+Kept apart from argument parsing so it reads as the wiring diagram of ARCHITECTURE.md: pool sources
+feed one aggregator, the aggregator feeds the daemon, the daemon feeds the observability server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.model import PoolSet
+from hcs_deviceplugin.observability.http import ObservabilityServer
+from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
+from hcs_deviceplugin.observability.metrics import Metrics
+from hcs_deviceplugin.pools.aggregate import PoolAggregator
+from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.pools.errors import ConfigError
+from hcs_deviceplugin.pools.objects import ConfigMapObject
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
+
+    namespace: str
+    label_selector: str
+    in_cluster: bool = False
+    kubeconfig: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything ``run`` needs, parsed and validated by the CLI."""
+
+    plugin_dir: Path
+    pools_dir: Path
+    host_root: Path
+    vendors: tuple[str, ...]
+    node_name: str
+    pod_resources_socket: Path | None
+    pod_resources_interval: float
+    backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = 8080
+    api: ApiSettings | None = None
+
+
+def kubernetes_client(api: ApiSettings) -> Any:
+    """An ApiClient from the in-cluster service account or a kubeconfig file."""
+    import kubernetes
+
+    if api.in_cluster:
+        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return kubernetes.client.ApiClient()
+    kubeconfig = str(api.kubeconfig) if api.kubeconfig else None
+    return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+
+
+class Runner:
+    """The running daemon and everything around it; ``start`` then ``stop``."""
+
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        self.stop_event = threading.Event()
+        self.metrics = Metrics()
+        self.backends: LoadedBackends = load_backends(
+            list(settings.vendors),
+            lambda name: BackendConfig(
+                host_root=settings.host_root,
+                options=settings.backend_options.get(name, {}),
+                stop=self.stop_event,
+            ),
+        )
+        self.daemon = Daemon(
+            DaemonConfig(
+                plugin_dir=settings.plugin_dir,
+                node_name=settings.node_name,
+                pod_resources_socket=settings.pod_resources_socket,
+                pod_resources_interval=settings.pod_resources_interval,
+            ),
+            self.backends.running,
+            absent_backends=self.backends.absent,
+            observer=self.metrics,
+            interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
+        )
+        self.aggregator = PoolAggregator(self._pools_changed)
+        self._api_client: Any = None
+        self._events: Any = None
+        # The same ConfigMap mounted and watched must be one object: give files the API namespace.
+        namespace = settings.api.namespace if settings.api is not None else ""
+        directory = DirectoryPoolSource(settings.pools_dir, aggregator=self.aggregator, namespace=namespace)
+        self.daemon.add_source(lambda _on_change: directory)
+        if settings.api is not None:
+            self._add_api_source(settings.api)
+        self.http = ObservabilityServer(
+            self.daemon,
+            self.metrics,
+            host=settings.metrics_address,
+            port=settings.metrics_port,
+            links=self.daemon.links,
+        )
+
+    def _add_api_source(self, api: ApiSettings) -> None:
+        from hcs_deviceplugin.pools.apisource import ApiConfigMapSource
+        from hcs_deviceplugin.pools.events import EventRecorder
+
+        self._api_client = kubernetes_client(api)
+
+        def on_objects(objects: list[ConfigMapObject]) -> None:
+            self.metrics.config_reload("api")
+            self.aggregator.update("api", objects)
+
+        source = ApiConfigMapSource(self._api_client, api.namespace, api.label_selector, on_objects)
+        self._events = EventRecorder(
+            self._api_client, api.namespace, node_name=self.settings.node_name, uid_lookup=source.uid_of
+        )
+        self.daemon.add_source(lambda _on_change: source)
+
+    def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:
+        """The aggregator's merged result: count errors, post Events, hand the pools to the daemon."""
+        by_object = self.aggregator.errors_by_object()
+        self.metrics.config_errors_changed(by_object)
+        if self._events is not None:
+            for (source, label), found in by_object.items():
+                if source != "api" or "/" not in label:
+                    continue
+                namespace, name = label.split("/", 1)
+                for error in found:
+                    self._events.config_error(ConfigMapObject(name=name, namespace=namespace), str(error))
+        self.daemon.set_pools(poolset, errors)
+
+    def start(self) -> None:
+        self.daemon.start()
+        self.http.start()
+        log.info(
+            "serving: %d backend(s) running, %d absent; metrics on %s:%d",
+            len(self.backends.running),
+            len(self.backends.absent),
+            self.settings.metrics_address,
+            self.http.port,
+        )
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.http.stop()
+        self.daemon.stop()
+        if self._events is not None:
+            self._events.close(2.0)
