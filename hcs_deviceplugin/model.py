@@ -150,6 +150,8 @@ class DeviceSelector:
 class Pool:
     """A validated pool: what to advertise under which resource name, and which cards it holds.
 
+    ``replica_placement`` is ``spread`` (a multi-replica request gets distinct cards) or ``pack``
+    (fill one card before the next); the allocator reads it.
     ``source`` says where it was read from (file or ConfigMap) so errors and reports can point at it.
     ``options`` carries format-specific knobs that a backend may honour (e.g. device list strategy);
     the core passes them through untouched.
@@ -163,6 +165,7 @@ class Pool:
     max_devices_per_node: int | None = None
     devices: tuple[DeviceSelector, ...] = ()
     source: str = ""
+    replica_placement: str = "spread"
     options: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import grpc
 
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocator import preferred_allocation
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
@@ -161,10 +162,11 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         available = list(req.available_deviceIDs)
         must = list(req.must_include_deviceIDs)
         size = req.allocation_size
+        policy = ReplicaPolicy(snapshot.pool.replica_placement)
         try:
             if snapshot.topology is not None:
-                return snapshot.topology.preferred(available, must, size, by_id)
-            return preferred_allocation(available, must, size, by_id)
+                return snapshot.topology.preferred(available, must, size, by_id, policy)
+            return preferred_allocation(available, must, size, by_id, policy=policy)
         except Exception:
             log.exception(
                 "preferred allocation failed for pool %s; answering in kubelet's order", snapshot.pool.name

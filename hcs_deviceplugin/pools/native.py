@@ -64,7 +64,17 @@ UNIT_ALIASES: Mapping[str, UnitKind] = {
 }
 
 TOP_LEVEL_KEYS = ("version", "resourcePrefix", "pools")
-POOL_KEYS = ("name", "scope", "unit", "slicesPerUnit", "profile", "maxDevicesPerNode", "devices")
+POOL_KEYS = (
+    "name",
+    "scope",
+    "unit",
+    "slicesPerUnit",
+    "profile",
+    "maxDevicesPerNode",
+    "replicaPlacement",
+    "devices",
+)
+REPLICA_PLACEMENTS = ("spread", "pack")
 IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
 DEVICE_KEYS = (*IDENTITY_KEYS, "node")
 
@@ -243,6 +253,17 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
     if raw_max is not MISSING:
         max_devices = integer(raw_max, child(path, "maxDevicesPerNode"), 1, None, report)
 
+    placement = "spread"
+    raw_placement = optional(raw, "replicaPlacement")
+    if raw_placement is not MISSING:
+        if raw_placement in REPLICA_PLACEMENTS:
+            placement = str(raw_placement)
+        else:
+            report.add(
+                child(path, "replicaPlacement"),
+                f"must be one of {', '.join(REPLICA_PLACEMENTS)}, got {describe_value(raw_placement)}",
+            )
+
     devices = _devices(optional(raw, "devices"), child(path, "devices"), report)
 
     prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
@@ -263,6 +284,7 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
         max_devices_per_node=max_devices,
         devices=devices or (),
         source=source,
+        replica_placement=placement,
     )
 
 

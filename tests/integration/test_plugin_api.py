@@ -176,3 +176,14 @@ def test_health_change_reaches_kubelet_and_comes_back(node: Node) -> None:
     node.backend.inject(HealthEvent(H100[0], Health.HEALTHY, "recovered"))
     node.kubelet.wait_for(lambda k: k.resource(resource("shared")).healthy == replicas, WAIT, "healthy again")
     assert node.kubelet.resource(resource("other")).snapshots == other_before, "other pool untouched"
+
+
+@pytest.mark.parametrize(("placement", "cards"), [("spread", 2), ("pack", 1)])
+def test_pool_replica_placement_reaches_the_allocator(node: Node, placement: str, cards: int) -> None:
+    node.write_pools(
+        pool_doc(card_pool("shared", H100[0], H100[1], slicesPerUnit=4, replicaPlacement=placement))
+    )
+    node.start_daemon()
+    node.wait_registered("shared")
+    record = node.kubelet.allocate("pod", "main", resource("shared"), 2)
+    assert len({d.split("::")[0] for d in record.device_ids}) == cards

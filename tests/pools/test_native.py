@@ -458,3 +458,26 @@ def test_cards_in_two_pools_are_not_a_parse_error() -> None:
 def test_source_is_recorded_on_every_pool() -> None:
     pools = parse_native(POOLS_MD_EXAMPLE, "configmap/hcs-deviceplugin-pools")
     assert {p.source for p in pools} == {"configmap/hcs-deviceplugin-pools"}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("spread", "spread"), ("pack", "pack")],
+)
+def test_replica_placement_is_read(value: str, expected: str) -> None:
+    text = f"version: v1\npools:\n  - name: a\n    slicesPerUnit: 4\n    replicaPlacement: {value}\n"
+    (pool,) = parse_native(text, "pools.yaml")
+    assert pool.replica_placement == expected
+
+
+@pytest.mark.parametrize("value", ["packed", "1", "true"])
+def test_replica_placement_rejects_other_values(value: str) -> None:
+    text = f"version: v1\npools:\n  - name: a\n    replicaPlacement: {value}\n"
+    with pytest.raises(ConfigErrors) as err:
+        parse_native(text, "pools.yaml")
+    assert [e.path for e in err.value.errors] == ["pools[0].replicaPlacement"]
+
+
+def test_replica_placement_defaults_to_spread() -> None:
+    (pool,) = parse_native("version: v1\npools:\n  - name: a\n", "pools.yaml")
+    assert pool.replica_placement == "spread"

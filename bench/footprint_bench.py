@@ -1,0 +1,118 @@
+"""The real ``hcs-deviceplugin run`` process on a simulated 16-card node with 8 pools.
+
+Reports its resident memory once every pool is registered and streaming, and the latency of a
+``/metrics`` scrape (median and p99 over many scrapes), the numbers a platform team sizes
+requests/limits and scrape intervals by.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from bench.common import Result
+from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+
+CARDS = 16
+POOLS = 8
+WAIT = 30.0
+
+
+def node_description() -> dict[str, object]:
+    cards = [
+        {
+            "id": f"GPU-{i:08x}-0000-4000-8000-{i:012x}",
+            "vendor": "nvidia",
+            "model": "NVIDIA H100 80GB HBM3",
+            "index": i,
+            "pciAddress": f"0000:{0x10 + i:02x}:00.0",
+            "pciVendorId": 0x10DE,
+            "pciDeviceId": 0x2330,
+            "numa": i // 8,
+            "memoryMiB": 81559,
+        }
+        for i in range(CARDS)
+    ]
+    return {"node": "bench-16", "cards": cards}
+
+
+def pools_document(card_ids: list[str]) -> str:
+    per_pool = CARDS // POOLS
+    pools = [
+        {
+            "name": f"pool-{p}",
+            "slicesPerUnit": 4 if p % 2 else 1,
+            "devices": [{"uuid": c} for c in card_ids[p * per_pool : (p + 1) * per_pool]],
+        }
+        for p in range(POOLS)
+    ]
+    return yaml.safe_dump({"version": "v1", "pools": pools}, sort_keys=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def run(scrapes: int = 300) -> list[str]:
+    root = Path(tempfile.mkdtemp(prefix="hcsf", dir="/tmp"))
+    description = node_description()
+    node_file = root / "node.yaml"
+    node_file.write_text(yaml.safe_dump(description))
+    card_ids = [str(c["id"]) for c in description["cards"]]  # type: ignore[attr-defined]
+    write_configmap_volume(root / "pools", {"pools.yaml": pools_document(card_ids)})
+    kubelet = KubeletSimulator(root / "dp")
+    kubelet.start()
+    port = free_port()
+    command = [sys.executable, "-m", "hcs_deviceplugin.cli", "run", "--plugin-dir", str(root / "dp")]
+    command += ["--pools-dir", str(root / "pools"), "--vendors", "simulated", "--node-name", "bench-16"]
+    command += ["--backend-option", f"simulated.node={node_file}", "--metrics-address", "127.0.0.1"]
+    command += ["--metrics-port", str(port), "--pod-resources-socket", str(root / "none.sock")]
+    proc = subprocess.Popen([*command, "--log-level", "error"], env={**os.environ})
+    try:
+        names = {f"gpu.deckhouse.io/pool-{p}" for p in range(POOLS)}
+        kubelet.wait_for(
+            lambda k: all(n in k.resources() and k.resource(n).connected for n in names), WAIT, "all pools up"
+        )
+        url = f"http://127.0.0.1:{port}/metrics"
+        samples = []
+        size = 0
+        for _ in range(scrapes):
+            start = time.perf_counter()
+            with urllib.request.urlopen(url, timeout=5) as response:
+                size = len(response.read())
+            samples.append(time.perf_counter() - start)
+        rss = rss_kib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return [
+        f"daemon RSS, {CARDS} cards / {POOLS} pools registered: {rss / 1024:.1f} MiB",
+        Result(f"/metrics scrape ({size} bytes)", samples).line(),
+    ]
+
+
+if __name__ == "__main__":
+    print("\n".join(run()))
