@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="health and pool-change rounds")
     parser.add_argument(
         "--only",
-        default="core,nvidia,allocator,pools,footprint",
-        help="comma-separated groups to run: core, nvidia, allocator, pools, footprint",
+        default="core,nvidia,allocator,pools,api,footprint",
+        help="comma-separated groups to run: core, nvidia, allocator, pools, api, footprint",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         print(bench_health(args.rounds).line(), flush=True)
         print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
         print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
-    for group in ("nvidia", "allocator", "pools", "footprint"):
+    for group in ("nvidia", "allocator", "pools", "api", "footprint"):
         if group in groups:
             module = importlib.import_module(f"bench.{group}_bench")
             for line in module.run():
