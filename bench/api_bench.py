@@ -46,12 +46,12 @@ def run(rounds: int = 50) -> list[str]:
     kubelet.start()
     daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
     aggregator = PoolAggregator(daemon.set_pools)
-    source = ApiConfigMapSource(
-        server.api_client(),
-        "hcs",
-        "app.kubernetes.io/part-of=hcs-deviceplugin",
-        lambda o: aggregator.update("api", o),
-    )
+
+    def on_objects(objects: list[ConfigMapObject]) -> None:
+        aggregator.update("api", objects)
+
+    selector = "app.kubernetes.io/part-of=hcs-deviceplugin"
+    source = ApiConfigMapSource(server.api_client(), "hcs", selector, on_objects)
     daemon.add_source(lambda _cb: source)
     resource = "gpu.deckhouse.io/api"
     samples = []
