@@ -395,19 +395,16 @@ class Daemon:
                 self._health[card.id] = Health.UNHEALTHY
             return True
         if isinstance(event, _HeldListed):
+            changed = not self._held_known or dict(event.held) != self._listed_held
             self._held_known = True
             self._listed_held = dict(event.held)
+            before = len(self._provisional)
             self._provisional = settle_provisional(
                 self._provisional, event.held, event.started_at, self.config.allocation_settle_seconds
             )
-            return True
+            return changed or len(self._provisional) != before
         if isinstance(event, _Allocated):
-            now = time.monotonic()
-            hold = ProvisionalHold(
-                event.resource, event.unit_ids, now, now + self.config.provisional_hold_seconds
-            )
-            self._provisional.append(hold)
-            return True
+            return self._hold_provisionally(event)
         if isinstance(event, _Rediscovered):
             self._failed.pop(event.backend, None)
             old = self._inventories.get(event.backend, Inventory())
@@ -417,6 +414,24 @@ class Daemon:
             self._layout_attempts = {k: v for k, v in self._layout_attempts.items() if not v}
             return True
         return False
+
+    def _hold_provisionally(self, event: _Allocated) -> bool:
+        """Record ids just allocated; True only if that holds something not already held.
+
+        Kubelet may call Allocate for the same ids again (init containers, retries): refreshing an
+        existing hold needs no re-apply, which keeps Allocate bursts from costing a reconcile each.
+        """
+        now = time.monotonic()
+        hold = ProvisionalHold(
+            event.resource, event.unit_ids, now, now + self.config.provisional_hold_seconds
+        )
+        for i, existing in enumerate(self._provisional):
+            if existing.resource == event.resource and existing.unit_ids == event.unit_ids:
+                self._provisional[i] = hold
+                return False
+        self._provisional.append(hold)
+        listed = self._listed_held.get(event.resource, frozenset())
+        return not event.unit_ids <= listed
 
     def _drain_pending_pool_events(self) -> None:
         pending: list[_Event] = []
