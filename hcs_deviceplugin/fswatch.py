@@ -82,10 +82,62 @@ def _load_libc() -> ctypes.CDLL | None:
     libc.inotify_init1.restype = ctypes.c_int
     libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
     libc.inotify_add_watch.restype = ctypes.c_int
+    libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.inotify_rm_watch.restype = ctypes.c_int
     return libc
 
 
 _LIBC = _load_libc()
+
+
+def open_inotify(what: Path) -> int:
+    """A non-blocking inotify descriptor, or -1 (logged) when the kernel or libc refuses one.
+
+    ``what`` only names the directory in the log line: callers then fall back to re-checking.
+    """
+    if _LIBC is None:
+        log.warning("libc not loadable; watching %s by periodic re-check only", what)
+        return -1
+    fd = int(_LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        log.warning(
+            "inotify_init1 failed (%s); watching %s by periodic re-check only",
+            errno.errorcode.get(err, err),
+            what,
+        )
+    return fd
+
+
+def add_watch(fd: int, path: Path, mask: int) -> tuple[int, int]:
+    """(watch descriptor, 0) or (-1, errno) for ``path`` on inotify ``fd``."""
+    if _LIBC is None or fd < 0:
+        return (-1, errno.ENOSYS)
+    wd = int(_LIBC.inotify_add_watch(fd, os.fsencode(path), mask))
+    return (wd, 0) if wd >= 0 else (-1, ctypes.get_errno())
+
+
+def remove_watch(fd: int, wd: int) -> None:
+    """Drop a watch; harmless if the kernel already dropped it (directory removed)."""
+    if _LIBC is not None and fd >= 0:
+        _LIBC.inotify_rm_watch(fd, wd)
+
+
+def read_raw_events(fd: int) -> list[tuple[int, int, str]]:
+    """Every pending event on non-blocking ``fd`` as (watch descriptor, mask, name)."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return []
+    events: list[tuple[int, int, str]] = []
+    offset = 0
+    while offset + _EVENT_HEADER.size <= len(data):
+        wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
+        offset += _EVENT_HEADER.size
+        name = data[offset : offset + length].rstrip(b"\0").decode(errors="replace")
+        offset += length
+        events.append((wd, mask, name))
+    return events
 
 
 class DirectoryWatcher:
@@ -126,27 +178,14 @@ class DirectoryWatcher:
             self._fd = -1
 
     def _open(self) -> None:
-        if _LIBC is None:
-            log.warning("libc not loadable; watching %s by periodic re-check only", self.directory)
-            return
-        fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            log.warning(
-                "inotify_init1 failed (%s); watching %s by periodic re-check only",
-                errno.errorcode.get(err, err),
-                self.directory,
-            )
-            return
-        self._fd = fd
+        self._fd = open_inotify(self.directory)
         self._add_watch()
 
     def _add_watch(self) -> None:
-        if _LIBC is None or self._fd < 0:
+        if self._fd < 0:
             return
-        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(self.directory), DIRECTORY_EVENTS)
+        wd, err = add_watch(self._fd, self.directory, DIRECTORY_EVENTS)
         if wd < 0:
-            err = ctypes.get_errno()
             log.warning("inotify_add_watch(%s) failed: %s", self.directory, os.strerror(err))
             self.inotify_available = False
             return
@@ -154,19 +193,7 @@ class DirectoryWatcher:
         self.inotify_available = True
 
     def _read_events(self) -> list[FsEvent]:
-        try:
-            data = os.read(self._fd, 65536)
-        except BlockingIOError:
-            return []
-        events: list[FsEvent] = []
-        offset = 0
-        while offset + _EVENT_HEADER.size <= len(data):
-            _wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
-            offset += _EVENT_HEADER.size
-            raw = data[offset : offset + length]
-            offset += length
-            events.append(FsEvent(raw.rstrip(b"\0").decode(errors="replace"), mask))
-        return events
+        return [FsEvent(name, mask) for _wd, mask, name in read_raw_events(self._fd)]
 
     def _run(self) -> None:
         while not self._stop.is_set():

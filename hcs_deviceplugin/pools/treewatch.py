@@ -16,13 +16,10 @@ when inotify is unavailable or events were lost. The caller says which sub-direc
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import logging
 import os
 import select
-import struct
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,32 +30,15 @@ from hcs_deviceplugin.fswatch import (
     IN_IGNORED,
     IN_MOVE_SELF,
     FsEvent,
+    add_watch,
+    open_inotify,
+    read_raw_events,
+    remove_watch,
 )
 
 log = logging.getLogger(__name__)
 
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
 _IN_ONLYDIR = 0x01000000
-_EVENT_HEADER = struct.Struct("iIII")
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c") or "libc.so.6"
-    try:
-        libc = ctypes.CDLL(name, use_errno=True)
-    except OSError:
-        return None
-    libc.inotify_init1.argtypes = [ctypes.c_int]
-    libc.inotify_init1.restype = ctypes.c_int
-    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    libc.inotify_add_watch.restype = ctypes.c_int
-    libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-    libc.inotify_rm_watch.restype = ctypes.c_int
-    return libc
-
-
-_LIBC = _load_libc()
 
 
 class TreeWatcher:
@@ -106,18 +86,16 @@ class TreeWatcher:
         """Watch exactly these sub-directories of ``root`` (by name) from now on."""
         wanted = set(names)
         with self._lock:
-            if _LIBC is None or self._fd < 0:
+            if self._fd < 0:
                 return
             for name in sorted(self._by_name.keys() - wanted):
                 wd = self._by_name.pop(name)
                 if self._by_wd.get(wd) == name:
                     del self._by_wd[wd]
-                    _LIBC.inotify_rm_watch(self._fd, wd)  # fails harmlessly if the kernel dropped it
+                    remove_watch(self._fd, wd)
             for name in sorted(wanted - self._by_name.keys()):
-                path = os.fsencode(self.root / name)
-                wd = _LIBC.inotify_add_watch(self._fd, path, DIRECTORY_EVENTS | _IN_ONLYDIR)
+                wd, err = add_watch(self._fd, self.root / name, DIRECTORY_EVENTS | _IN_ONLYDIR)
                 if wd < 0:
-                    err = ctypes.get_errno()
                     if err not in (errno.ENOENT, errno.ENOTDIR):  # gone again: the next listing says so
                         log.warning("inotify_add_watch(%s) failed: %s", self.root / name, os.strerror(err))
                     continue
@@ -129,45 +107,24 @@ class TreeWatcher:
             return set(self._by_name)
 
     def _open(self) -> None:
-        if _LIBC is None:
-            log.warning("libc not loadable; watching %s by periodic re-check only", self.root)
-            return
-        fd = _LIBC.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            log.warning(
-                "inotify_init1 failed (%s); watching %s by periodic re-check only",
-                errno.errorcode.get(err, err),
-                self.root,
-            )
-            return
-        self._fd = fd
+        self._fd = open_inotify(self.root)
         self._watch_root()
 
     def _watch_root(self) -> None:
-        if _LIBC is None or self._fd < 0:
+        if self._fd < 0:
             return
-        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(self.root), DIRECTORY_EVENTS)
+        wd, err = add_watch(self._fd, self.root, DIRECTORY_EVENTS)
         if wd < 0:
-            log.warning("inotify_add_watch(%s) failed: %s", self.root, os.strerror(ctypes.get_errno()))
+            log.warning("inotify_add_watch(%s) failed: %s", self.root, os.strerror(err))
             self.inotify_available = False
             return
         self._root_wd = wd
         self.inotify_available = True
 
     def _read_events(self) -> list[FsEvent]:
-        try:
-            data = os.read(self._fd, 65536)
-        except BlockingIOError:
-            return []
         events: list[FsEvent] = []
-        offset = 0
         root_gone = False
-        while offset + _EVENT_HEADER.size <= len(data):
-            wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
-            offset += _EVENT_HEADER.size
-            name = data[offset : offset + length].rstrip(b"\0").decode(errors="replace")
-            offset += length
+        for wd, mask, name in read_raw_events(self._fd):
             if wd == self._root_wd:
                 root_gone = root_gone or bool(mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
                 events.append(FsEvent(name, mask))
