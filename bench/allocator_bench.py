@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from itertools import combinations
 
+from bench.common import fmt, percentile
 from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation.select import CardRequest, Objective, greedy_baseline, improved
 from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix, Unit, replica_unit_id
@@ -36,18 +37,6 @@ LINK_CHOICES: tuple[tuple[Link, ...], ...] = (
     (Link(LinkKind.SAME_NUMA),),
     (Link(LinkKind.CROSS_SOCKET),),
 )
-
-
-def percentile(samples: Sequence[float], pct: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
-
-
-def fmt(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:8.1f} us"
-    return f"{seconds * 1e3:8.2f} ms"
 
 
 def island_node(cards: int) -> tuple[list[Card], LinkMatrix]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -19,7 +20,7 @@ class Result:
         return f"{self.name:<52} n={len(self.samples):>5}  median {fmt(median)}  p99 {fmt(p99)}  {ratio}"
 
 
-def percentile(samples: list[float], pct: float) -> float:
+def percentile(samples: Sequence[float], pct: float) -> float:
     ordered = sorted(samples)
     index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
     return ordered[index]
