@@ -560,6 +560,13 @@ class Daemon:
                 log.error(
                     "card %s is claimed by pools %s: neither new claimant gets it", card_id, list(claimants)
                 )
+        for card_id, (holder, wanted) in desired.draining.items():
+            if self._desired.draining.get(card_id) != (holder, wanted):
+                log.warning(
+                    "card %s draining: held under %s, goes to pool %s once released", card_id, holder, wanted
+                )
+        for card_id in set(self._desired.draining) - set(desired.draining):
+            log.info("card %s released: draining over", card_id)
         self._desired = desired
         if not plan.empty:
             self._applied += 1
