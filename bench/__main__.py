@@ -78,7 +78,7 @@ def bench_grpc(calls: int) -> list[Result]:
     cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
     text = pools_doc([{"name": "bench", "devices": [{"uuid": c} for c in cards]}])
     with node(text) as (root, kubelet, _backend, _daemon):
-        kubelet.wait_for(lambda k: "gpu.deckhouse.io/bench" in k.resources(), WAIT, "registered")
+        kubelet.wait_for(lambda k: k.resource("gpu.deckhouse.io/bench").connected, WAIT, "streaming")
         channel = grpc.insecure_channel(f"unix:{root / 'dp' / 'hcs-gpu.deckhouse.io_bench.sock'}")
         stub = pb_grpc.DevicePluginStub(channel)
         one = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=cards[:1])])
@@ -108,7 +108,7 @@ def bench_health(rounds: int) -> Result:
     cards = [c.id for c in create_backend(BackendConfig(options={"node": NODE})).discover().cards]
     text = pools_doc([{"name": "bench", "devices": [{"uuid": c} for c in cards]}])
     with node(text) as (_root, kubelet, backend, _daemon):
-        kubelet.wait_for(lambda k: "gpu.deckhouse.io/bench" in k.resources(), WAIT, "registered")
+        kubelet.wait_for(lambda k: k.resource("gpu.deckhouse.io/bench").connected, WAIT, "streaming")
         seen = threading.Condition()
         arrivals: list[tuple[float, frozenset[str]]] = []
 

@@ -100,9 +100,9 @@ class Scenario:
         )
         names = sorted(view.pools)
         self.kubelet.wait_for(
-            lambda k: all(self.resource_of(n) in k.resources() for n in names),
+            lambda k: all(k.resource(self.resource_of(n)).connected for n in names),
             STEP_TIMEOUT,
-            "kubelet to see every pool",
+            "kubelet to receive every pool's first device list",
         )
         self.say(f"1. daemon up: {len(names)} pools registered ({', '.join(names)})")
         self.pause()
