@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,6 +97,9 @@ def settle(node: Node) -> DaemonView:
     return daemon.wait_for(converged, WAIT, "kubelet to match the daemon")
 
 
+# Each example starts a whole node (about 1-2 s on 2 idle cores); the budget leaves room for a
+# loaded CI machine, because pytest-timeout's alarm interrupting a condition wait breaks the lock.
+@pytest.mark.timeout(600)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script=steps)
 def test_random_changes_never_double_book(
