@@ -19,6 +19,7 @@ from types import FrameType
 from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import available_backend_names
 from hcs_deviceplugin.logsetup import configure_logging
+from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_label_key
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 DEFAULT_POOLS_DIR = Path("/etc/hcs-deviceplugin/pools")
@@ -77,6 +78,25 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="app.kubernetes.io/part-of=hcs-deviceplugin",
         help="which ConfigMaps hold pools",
     )
+    labels = run.add_argument_group("Node labels (optional; need --in-cluster or --kubeconfig)")
+    labels.add_argument(
+        "--node-labels",
+        action="store_true",
+        help="label this Node with its accelerators (hcs.deckhouse.io/<vendor>.present/.count/.product)",
+    )
+    labels.add_argument(
+        "--gpu-type-label",
+        type=_label_key,
+        default=DEFAULT_GPU_TYPE_KEY,
+        help="key of the label that carries the node's most common model (default: %(default)s)",
+    )
+
+
+def _label_key(text: str) -> str:
+    """argparse type: a label key the apiserver accepts, so a typo fails at start, not every round."""
+    if not is_label_key(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid label key ([prefix/]name)")
+    return text
 
 
 def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -139,6 +159,9 @@ def command_run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"hcs-deviceplugin: unknown vendors {unknown}; installed: {installed}", file=sys.stderr)
         return 2
+    if args.node_labels and not (args.in_cluster or args.kubeconfig):
+        print("hcs-deviceplugin: --node-labels needs --in-cluster or --kubeconfig", file=sys.stderr)
+        return 2
     if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
         print(
             "hcs-deviceplugin: --kube-namespace (or POD_NAMESPACE) is needed for the API source",
@@ -165,6 +188,8 @@ def command_run(args: argparse.Namespace) -> int:
             metrics_address=args.metrics_address,
             metrics_port=args.metrics_port,
             api=api,
+            node_labels=args.node_labels,
+            gpu_type_label=args.gpu_type_label,
         )
     )
     runner.start()

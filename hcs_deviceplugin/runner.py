@@ -1,13 +1,15 @@
 """Assembling the real daemon for ``hcs-deviceplugin run``: backends, pool sources, metrics, HTTP.
 
 Kept apart from argument parsing so it reads as the wiring diagram of ARCHITECTURE.md: pool sources
-feed one aggregator, the aggregator feeds the daemon, the daemon feeds the observability server.
+feed one aggregator, the aggregator feeds the daemon, the daemon feeds the observability server and,
+when node labels are on, the node labeler.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import ObservabilityServer
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
+from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.errors import ConfigError
@@ -51,6 +54,25 @@ class RunSettings:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
     api: ApiSettings | None = None
+    node_labels: bool = False
+    gpu_type_label: str = DEFAULT_GPU_TYPE_KEY
+    node_labels_interval: float = 30.0
+
+
+class _HealthPoke:
+    """The daemon's observer: everything to metrics, and a health transition also wakes the labeler,
+    so ``<vendor>.count`` follows a failing card at once rather than at the next interval."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.poke: Callable[[], None] = lambda: None
+
+    def health_transition(self, card: str, to: str) -> None:
+        self.metrics.health_transition(card, to)
+        self.poke()
+
+    def reregistration(self, pool: str) -> None:
+        self.metrics.reregistration(pool)
 
 
 def kubernetes_client(api: ApiSettings) -> Any:
@@ -68,9 +90,14 @@ class Runner:
     """The running daemon and everything around it; ``start`` then ``stop``."""
 
     def __init__(self, settings: RunSettings) -> None:
+        if settings.node_labels and settings.api is None:
+            raise ValueError(
+                "node labels need the Kubernetes API: give --in-cluster or --kubeconfig with --node-labels"
+            )
         self.settings = settings
         self.stop_event = threading.Event()
         self.metrics = Metrics()
+        observer = _HealthPoke(self.metrics)
         self.backends: LoadedBackends = load_backends(
             list(settings.vendors),
             lambda name: BackendConfig(
@@ -88,18 +115,28 @@ class Runner:
             ),
             self.backends.running,
             absent_backends=self.backends.absent,
-            observer=self.metrics,
+            observer=observer,
             interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
         )
         self.aggregator = PoolAggregator(self._pools_changed)
         self._api_client: Any = None
         self._events: Any = None
+        self.labeler: NodeLabeler | None = None
         # The same ConfigMap mounted and watched must be one object: give files the API namespace.
         namespace = settings.api.namespace if settings.api is not None else ""
         directory = DirectoryPoolSource(settings.pools_dir, aggregator=self.aggregator, namespace=namespace)
         self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
+        if settings.node_labels:
+            self.labeler = NodeLabeler(
+                self._api_client,
+                settings.node_name,
+                self.daemon.view,
+                interval=settings.node_labels_interval,
+                gpu_type_key=settings.gpu_type_label,
+            )
+            observer.poke = self.labeler.poke
         self.http = ObservabilityServer(
             self.daemon,
             self.metrics,
@@ -140,6 +177,8 @@ class Runner:
     def start(self) -> None:
         self.daemon.start()
         self.http.start()
+        if self.labeler is not None:
+            self.labeler.start()  # after discovery, so its first round labels what the node has
         log.info(
             "serving: %d backend(s) running, %d absent; metrics on %s:%d",
             len(self.backends.running),
@@ -150,6 +189,8 @@ class Runner:
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self.labeler is not None:
+            self.labeler.stop(2.0)  # labels stay on the Node: see observability/nodelabels.py
         self.http.stop()
         self.daemon.stop()
         if self._events is not None:

@@ -4,6 +4,7 @@
   counted as they happen.
 * :mod:`.interceptor` — ``LatencyInterceptor``: Allocate / GetPreferredAllocation latency per pool.
 * :mod:`.probes` — ``alive()`` and ``readiness()``: what ``/healthz`` and ``/readyz`` answer.
+* :mod:`.nodelabels` — ``NodeLabeler``: optional vendor / product / count labels on the Node.
 * :mod:`.report` — ``build_report()``: the node report in the HCS ``ComputeNode`` device shape.
 * :mod:`.http` — ``ObservabilityServer``: ``/metrics``, ``/healthz``, ``/readyz``, ``/report``.
 * :mod:`.inspect` — ``hcs-deviceplugin inspect``: the report of a running daemon as a table.

@@ -57,6 +57,16 @@ def test_default_args() -> None:
     assert flag(arguments, "pod-resources-interval") == "5"
     assert "--in-cluster" not in arguments
     assert flag(arguments, "kube-namespace") is None
+    assert "--node-labels" not in arguments
+
+
+def test_node_labels_flags() -> None:
+    """nodeLabels.enabled passes --node-labels with the API flags it needs (the daemon refuses it alone)."""
+    arguments = args({"nodeLabels": {"enabled": True, "gpuTypeLabel": "example.com/gpu-type"}})
+    parsed = build_parser().parse_args(arguments)
+    assert parsed.node_labels and parsed.in_cluster
+    assert parsed.kube_namespace == NAMESPACE
+    assert parsed.gpu_type_label == "example.com/gpu-type"
 
 
 def test_api_source_flags() -> None:

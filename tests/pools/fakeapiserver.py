@@ -1,4 +1,4 @@
-"""A small Kubernetes API server for ConfigMap list/watch and Event writes, on 127.0.0.1.
+"""A small Kubernetes API server for ConfigMap list/watch, Event writes and Node labels, on 127.0.0.1.
 
 The API source must be tested against the wire format a real apiserver speaks, not against mocks of the
 client library: the list JSON with ``metadata.resourceVersion``, a watch as a chunked stream of JSON
@@ -13,6 +13,11 @@ Tests script it: add, change and delete ConfigMaps; drop every open watch abrupt
 start of the next ones, in the stream of the open ones, or by compaction); fail the next N list calls
 or Event writes; send a bookmark. Every request is recorded (method, path, query, body) so tests can
 assert on what the client asked for.
+
+Nodes are there for the node labeler: GET and PATCH (merge or strategic merge) of
+``/api/v1/nodes/{name}``, with the apiserver's validation of label keys and values (422), so a label
+the real apiserver would refuse is refused here too. Tests create Nodes, change their labels behind the
+client's back, and fail the next N node reads or patches.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ JsonObject = dict[str, Any]
 _CONFIGMAPS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 _EVENT = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$")
+_NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _POLL = 0.05
 """Seconds between checks, in an idle watch, that the client is still there."""
 _PATCH_TYPES = (
@@ -69,6 +78,30 @@ def is_list(request: RecordedRequest) -> bool:
 def is_watch(request: RecordedRequest) -> bool:
     """A ConfigMap watch request."""
     return request.method == "GET" and request.path.endswith("/configmaps") and request.is_watch
+
+
+def is_node_read(request: RecordedRequest) -> bool:
+    """A GET of one Node."""
+    return request.method == "GET" and bool(_NODE.match(request.path))
+
+
+def is_node_patch(request: RecordedRequest) -> bool:
+    """A PATCH of one Node."""
+    return request.method == "PATCH" and bool(_NODE.match(request.path))
+
+
+def label_errors(labels: Mapping[str, Any]) -> list[str]:
+    """What the apiserver says about invalid label keys and values (metadata.labels validation)."""
+    errors: list[str] = []
+    for key, value in labels.items():
+        prefix, slash, name = key.rpartition("/")
+        if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+            errors.append(f"metadata.labels: Invalid value: {key!r}: prefix must be a DNS-1123 subdomain")
+        if len(name) > 63 or not _LABEL_NAME.match(name):
+            errors.append(f"metadata.labels: Invalid value: {key!r}: name part must be a valid label name")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            errors.append(f"metadata.labels: Invalid value: {value!r}: a valid label must be 63 characters")
+    return errors
 
 
 @dataclass(frozen=True)
@@ -161,11 +194,14 @@ def _status(code: int, reason: str, message: str) -> JsonObject:
 
 
 def _merge(target: JsonObject, patch: Mapping[str, Any]) -> None:
-    """JSON merge patch (RFC 7386); for the scalar fields an Event patch touches, the same as strategic."""
+    """JSON merge patch (RFC 7386); for the scalar fields of an Event and the label map of a Node, the
+    same as strategic. A map the target lacks is merged into an empty one, so its nulls are dropped."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+        elif isinstance(value, Mapping):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
             _merge(target[key], value)
         else:
             target[key] = value
@@ -185,6 +221,9 @@ class FakeApiServer:
         self._events: dict[tuple[str, str], JsonObject] = {}
         self._fail_lists: tuple[int, int] = (0, 500)
         self._fail_event_writes = 0
+        self._nodes: dict[str, JsonObject] = {}
+        self._fail_node_reads: tuple[int, int] = (0, 500)
+        self._fail_node_patches: tuple[int, int] = (0, 500)
         self._expire_next_watches: list[bool] = []  # one entry a watch; True: HTTP 410, False: ERROR event
         self._drop_generation = 0
         self._expire_generation = 0
@@ -393,6 +432,72 @@ class FakeApiServer:
         with self._cond:
             self._events.clear()
 
+    # --- Nodes -------------------------------------------------------------------------------------
+
+    def put_node(self, name: str, labels: Mapping[str, str] | None = None) -> str:
+        """Create a Node, or replace its labels (uid kept); returns its new resourceVersion."""
+        with self._cond:
+            self._rv += 1
+            old = self._nodes.get(name)
+            self._nodes[name] = {
+                "kind": "Node",
+                "apiVersion": "v1",
+                "metadata": {
+                    "name": name,
+                    "uid": old["metadata"]["uid"] if old else str(uuid.uuid4()),
+                    "resourceVersion": str(self._rv),
+                    "creationTimestamp": "2025-01-01T00:00:00Z",
+                    "labels": dict(labels or {}),
+                },
+                "spec": {},
+                "status": {},
+            }
+            self._cond.notify_all()
+            return str(self._rv)
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        """The Node's labels as stored now."""
+        with self._cond:
+            return dict(self._nodes[name]["metadata"].get("labels", {}))
+
+    def fail_next_node_reads(self, count: int, code: int = 500) -> None:
+        with self._cond:
+            self._fail_node_reads = (count, code)
+
+    def fail_next_node_patches(self, count: int, code: int = 500) -> None:
+        with self._cond:
+            self._fail_node_patches = (count, code)
+
+    def _read_node(self, name: str) -> tuple[int, JsonObject]:
+        with self._cond:
+            count, code = self._fail_node_reads
+            if count > 0:
+                self._fail_node_reads = (count - 1, code)
+                return code, _status(code, "InternalError", "injected node read failure")
+            if name not in self._nodes:
+                return 404, _status(404, "NotFound", f'nodes "{name}" not found')
+            return 200, json.loads(json.dumps(self._nodes[name]))
+
+    def _patch_node(self, name: str, body: JsonObject) -> tuple[int, JsonObject]:
+        """Merge ``body`` into the Node; refused as a whole (422) when the labels would be invalid."""
+        with self._cond:
+            count, code = self._fail_node_patches
+            if count > 0:
+                self._fail_node_patches = (count - 1, code)
+                return code, _status(code, "InternalError", "injected node patch failure")
+            if name not in self._nodes:
+                return 404, _status(404, "NotFound", f'nodes "{name}" not found')
+            patched = json.loads(json.dumps(self._nodes[name]))
+            _merge(patched, body)
+            errors = label_errors(patched["metadata"].get("labels", {}))
+            if errors:
+                return 422, _status(422, "Invalid", f'Node "{name}" is invalid: ' + "; ".join(errors))
+            self._rv += 1
+            patched["metadata"]["resourceVersion"] = str(self._rv)
+            self._nodes[name] = patched
+            self._cond.notify_all()
+            return 200, json.loads(json.dumps(patched))
+
     # --- the request log ---------------------------------------------------------------------------
 
     def requests(self, predicate: Callable[[RecordedRequest], bool] | None = None) -> list[RecordedRequest]:
@@ -521,6 +626,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path, query = self._query()
         self.fake._record(RecordedRequest("GET", path, query))
+        node = _NODE.match(path)
+        if node:
+            self._send_json(*self.fake._read_node(node["name"]))
+            return
         match = _CONFIGMAPS.match(path)
         if not match:
             self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
@@ -554,13 +663,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self._body()
         content_type = self.headers.get("Content-Type", "")
         self.fake._record(RecordedRequest("PATCH", path, query, body, content_type))
+        node = _NODE.match(path)
         match = _EVENT.match(path)
-        if not match:
+        if not match and not node:
             self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
             return
         if content_type not in _PATCH_TYPES or not isinstance(body, dict):
             self._send_json(415, _status(415, "UnsupportedMediaType", f"unsupported patch {content_type}"))
             return
+        if node:
+            self._send_json(*self.fake._patch_node(node["name"], body))
+            return
+        assert match is not None
         fake = self.fake
         with fake._cond:
             if fake._fail_event_writes > 0:
