@@ -2,9 +2,10 @@
 
 Used for two things: noticing that kubelet recreated ``kubelet.sock`` (or removed our socket), and
 noticing that a mounted ConfigMap changed (kubelet swaps a ``..data`` symlink atomically, so we watch
-the directory, never the file). Inotify gives sub-millisecond latency; where it is unavailable
-(``inotify_init1`` fails, e.g. exhausted instances) :class:`DirectoryWatcher` still wakes at least
-every ``fallback_interval`` seconds (at most 1 s) so callers can re-check state themselves.
+the directory, never the file; a ConfigMap mounted in a sub-directory swaps *its own* ``..data``,
+so the pools source also watches those sub-directories). Inotify gives sub-millisecond latency;
+where it is unavailable (``inotify_init1`` fails, e.g. exhausted instances) :class:`DirectoryWatcher`
+still wakes at least every ``fallback_interval`` seconds (at most 1 s) so callers can re-check.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import select
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
 IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
@@ -141,11 +143,15 @@ def read_raw_events(fd: int) -> list[tuple[int, int, str]]:
 
 
 class DirectoryWatcher:
-    """Calls ``on_events`` from its own thread whenever something changes in ``directory``.
+    """Calls ``on_events`` from its own thread when something changes in ``directory`` or in one of
+    the sub-directories the caller asked for (:meth:`watch_subdirectories`).
 
-    ``on_events`` receives the batch of events read at once (empty on a fallback wake-up, which
-    happens every ``fallback_interval`` seconds so callers can re-check even without inotify). The
-    directory is created if missing; if it is deleted and re-created the watch is re-added.
+    ``on_events`` receives the batch read at once; events in a sub-directory are named relative to
+    ``directory`` (``team-a/..data``). It is also called with no events every ``fallback_interval``
+    seconds (at most 1 s), so callers re-check even without inotify or after lost events. The
+    directory is created if missing and re-watched if it is deleted and created again. All watches
+    share one inotify instance: instances are few (``fs.inotify.max_user_instances`` is often 128 for
+    the whole node), so a sub-directory per mounted ConfigMap must not cost one each.
     """
 
     def __init__(
@@ -160,11 +166,15 @@ class DirectoryWatcher:
         self._fallback_interval = min(max(fallback_interval, 0.05), 1.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._lock = threading.Lock()
         self._fd = -1
-        self._wd = -1
+        self._root_wd = -1
+        self._by_name: dict[str, int] = {}
+        self._by_wd: dict[int, str] = {}
         self.inotify_available = False
 
     def start(self) -> None:
+        """Create ``directory`` if needed, watch it, start the thread; OSError if it cannot be made."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open()
         self._thread.start()
@@ -173,15 +183,44 @@ class DirectoryWatcher:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._by_name.clear()
+            self._by_wd.clear()
+
+    def watch_subdirectories(self, names: Iterable[str]) -> None:
+        """Watch exactly these sub-directories of ``directory`` (by name) from now on."""
+        wanted = set(names)
+        with self._lock:
+            if self._fd < 0:
+                return
+            for name in sorted(self._by_name.keys() - wanted):
+                wd = self._by_name.pop(name)
+                if self._by_wd.get(wd) == name:
+                    del self._by_wd[wd]
+                    remove_watch(self._fd, wd)
+            for name in sorted(wanted - self._by_name.keys()):
+                wd, err = add_watch(self._fd, self.directory / name, DIRECTORY_EVENTS | IN_ONLYDIR)
+                if wd < 0:
+                    if err not in (errno.ENOENT, errno.ENOTDIR):  # gone again: the next listing says so
+                        log.warning(
+                            "inotify_add_watch(%s) failed: %s", self.directory / name, os.strerror(err)
+                        )
+                    continue
+                self._by_name[name] = wd
+                self._by_wd[wd] = name
+
+    def watched_subdirectories(self) -> set[str]:
+        with self._lock:
+            return set(self._by_name)
 
     def _open(self) -> None:
         self._fd = open_inotify(self.directory)
-        self._add_watch()
+        self._watch_root()
 
-    def _add_watch(self) -> None:
+    def _watch_root(self) -> None:
         if self._fd < 0:
             return
         wd, err = add_watch(self._fd, self.directory, DIRECTORY_EVENTS)
@@ -189,11 +228,29 @@ class DirectoryWatcher:
             log.warning("inotify_add_watch(%s) failed: %s", self.directory, os.strerror(err))
             self.inotify_available = False
             return
-        self._wd = wd
+        self._root_wd = wd
         self.inotify_available = True
 
     def _read_events(self) -> list[FsEvent]:
-        return [FsEvent(name, mask) for _wd, mask, name in read_raw_events(self._fd)]
+        events: list[FsEvent] = []
+        root_gone = False
+        for wd, mask, name in read_raw_events(self._fd):
+            if wd == self._root_wd:
+                root_gone = root_gone or bool(mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                events.append(FsEvent(name, mask))
+                continue
+            subdirectory = self._by_wd.get(wd)
+            if subdirectory is None:
+                continue  # a watch we already dropped
+            if mask & IN_IGNORED:  # the kernel removed the watch: the sub-directory is gone
+                del self._by_wd[wd]
+                self._by_name.pop(subdirectory, None)
+            events.append(FsEvent(f"{subdirectory}/{name}" if name else subdirectory, mask))
+        if root_gone:
+            # The directory itself went away (kubelet re-creates volume directories): re-arm.
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._watch_root()
+        return events
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -201,11 +258,9 @@ class DirectoryWatcher:
             if self._fd >= 0:
                 ready, _, _ = select.select([self._fd], [], [], self._fallback_interval)
                 if ready:
-                    events = self._read_events()
-                if any(e.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) for e in events):
-                    # The directory itself went away (kubelet re-creates it on start): re-arm.
-                    self.directory.mkdir(parents=True, exist_ok=True)
-                    self._add_watch()
+                    with self._lock:
+                        if self._fd >= 0:
+                            events = self._read_events()
             else:
                 self._stop.wait(self._fallback_interval)
             if self._stop.is_set():

@@ -3,7 +3,8 @@
 The default source: it needs no API access. What it reads is laid out in :mod:`.mounted`: top-level
 pool files (each an object of its own) and one sub-directory per mounted ConfigMap. Kubelet updates a
 ConfigMap volume by an atomic swap of its ``..data`` symlink, so directories (never files) are
-watched — the root and every sub-directory, through one inotify instance (:mod:`.treewatch`) — and
+watched — the root and every sub-directory, through one inotify instance
+(:class:`~hcs_deviceplugin.fswatch.DirectoryWatcher`) — and
 every change triggers a re-read of the whole tree, which is cheap: objects whose content did not
 change are not parsed again.
 
@@ -33,6 +34,7 @@ from hcs_deviceplugin.fswatch import (
     IN_MODIFY,
     IN_MOVED_FROM,
     IN_MOVED_TO,
+    DirectoryWatcher,
     FsEvent,
 )
 from hcs_deviceplugin.model import PoolSet
@@ -47,7 +49,6 @@ from hcs_deviceplugin.pools.mounted import (
     read_file_object,
 )
 from hcs_deviceplugin.pools.objects import ConfigMapObject
-from hcs_deviceplugin.pools.treewatch import TreeWatcher
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class DirectoryPoolSource:
         self._directory_error: ConfigError | None = None
         self._missing = False
         self._stop = threading.Event()
-        self._watcher: TreeWatcher | None = None
+        self._watcher: DirectoryWatcher | None = None
         self._poller: threading.Thread | None = None
 
     @property
@@ -134,7 +135,7 @@ class DirectoryPoolSource:
             if self._watcher is not None or self._poller is not None:
                 raise RuntimeError(f"pool source for {self.directory} already started")
             self._stop.clear()
-            watcher = TreeWatcher(
+            watcher = DirectoryWatcher(
                 self.directory, self._on_events, fallback_interval=self._fallback_interval, name="pools-dir"
             )
             try:

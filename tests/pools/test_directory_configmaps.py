@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from hcs_deviceplugin.fswatch import FsEvent
+from hcs_deviceplugin.fswatch import DirectoryWatcher, FsEvent
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.objects import ConfigMapObject
-from hcs_deviceplugin.pools.treewatch import TreeWatcher
 from tests.pools.test_directory import (
     TIMEOUT,
     ConfigMapVolume,
@@ -202,7 +201,7 @@ def test_on_change_or_aggregator_not_both(tmp_path: Path, recorder: Recorder) ->
 
 
 class Events:
-    """``on_events`` of a TreeWatcher: collects events, lets a test wait for one."""
+    """``on_events`` of a DirectoryWatcher: collects events, lets a test wait for one."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -226,7 +225,7 @@ class Events:
 
 def test_tree_watcher_reports_swaps_inside_watched_subdirectories(tmp_path: Path) -> None:
     events = Events()
-    watcher = TreeWatcher(tmp_path, events, fallback_interval=0.1)
+    watcher = DirectoryWatcher(tmp_path, events, fallback_interval=0.1)
     watcher.start()
     try:
         assert watcher.inotify_available
@@ -255,7 +254,7 @@ def test_tree_watcher_reports_swaps_inside_watched_subdirectories(tmp_path: Path
 
 
 def test_tree_watcher_ignores_subdirectories_that_are_gone(tmp_path: Path) -> None:
-    watcher = TreeWatcher(tmp_path, lambda events: None, fallback_interval=0.1)
+    watcher = DirectoryWatcher(tmp_path, lambda events: None, fallback_interval=0.1)
     watcher.start()
     try:
         watcher.watch_subdirectories(["missing"])
