@@ -37,7 +37,7 @@ def _label(text: str) -> str:
 
 
 def initial_pools(inventory: Inventory) -> dict[str, Any]:
-    """A native pools document: per vendor label, a MIG/vNPU pool for partitioned cards, and the
+    """A native pools document: per vendor label, a Partition pool for partitioned cards, and the
     rest split into an exclusive ``-train`` pool and a 4-way time-sliced ``-shared`` pool."""
     groups: dict[str, list[Card]] = {}
     for card in sorted(inventory.cards, key=lambda c: c.index):
@@ -50,7 +50,7 @@ def initial_pools(inventory: Inventory) -> dict[str, Any]:
         if partitioned:
             pools.append(
                 {
-                    "name": f"{label}-mig",
+                    "name": f"{label}-partitions",
                     "unit": "Partition",
                     "profile": profiles[partitioned[0].id],
                     "devices": [{"uuid": c.id} for c in partitioned],
@@ -120,11 +120,11 @@ class Scenario:
 
         victim = self.daemon.view().pools[train].units[0]
         resource = self.resource_of(train)
-        self.injector.inject(HealthEvent(victim.card_id, Health.UNHEALTHY, "simulated XID 79"))
+        self.injector.inject(HealthEvent(victim.card_id, Health.UNHEALTHY, "simulated critical fault"))
         self.kubelet.wait_for(
             lambda k: victim.id in k.resource(resource).unhealthy, STEP_TIMEOUT, f"{victim.id} unhealthy"
         )
-        self.say(f"3. card {victim.card_id} failed (XID 79): kubelet sees {victim.id} Unhealthy")
+        self.say(f"3. card {victim.card_id} failed (critical fault): kubelet sees {victim.id} Unhealthy")
         self.pause()
 
         self.injector.inject(HealthEvent(victim.card_id, Health.HEALTHY, "recovered"))
