@@ -209,3 +209,10 @@ def test_backend_defaults_are_overridden_by_pool_options(nvidia: Harness) -> Non
     assert default.devices[-1].container_path == "/dev/nvidia2"
     pool = backend.container_edits(units, {"deviceIDStrategy": "uuid", "passDeviceSpecs": "false"})
     assert pool == ContainerEdits(env={"NVIDIA_VISIBLE_DEVICES": card.id})
+
+
+def test_edits_never_call_nvml_before_discovery(nvidia: Harness) -> None:
+    backend = nvidia.backend(nvidia.node(mig_node()))  # created, not yet discovered
+    unit = Unit(id="GPU-x", card_id="GPU-x", backend="nvidia")
+    with pytest.raises(ValueError, match="before discover"):
+        backend.container_edits([unit])

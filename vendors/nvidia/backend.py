@@ -172,7 +172,10 @@ class NvidiaBackend:
     def container_edits(
         self, units: Sequence[Unit], options: Mapping[str, str] | None = None
     ) -> ContainerEdits:
-        snapshot = self._snapshot or _Snapshot.of(self.discover())
+        """Pure: answers from the last discovery; never calls NVML (Allocate must not do I/O)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            raise ValueError("container_edits before discover(): no NVIDIA cards are known yet")
         edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
         return edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
 
