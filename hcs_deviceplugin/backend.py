@@ -25,6 +25,7 @@ from hcs_deviceplugin.model import (
     ContainerEdits,
     HealthEvent,
     Inventory,
+    InventoryChanged,
     LinkMatrix,
     Partition,
     Unit,
@@ -47,9 +48,10 @@ class Backend(Protocol):
         """Cards, partitions and links on this node; never raises for one bad card."""
         ...
 
-    def health_events(self) -> Iterator[HealthEvent]:
+    def health_events(self) -> Iterator[HealthEvent | InventoryChanged]:
         """A blocking stream of health changes; the core runs it in its own thread.
 
+        :class:`InventoryChanged` asks the core to call ``discover()`` again (new hardware appeared).
         The iterator ends when the backend's ``BackendConfig.stop`` event is set.
         """
         ...

@@ -33,6 +33,7 @@ from hcs_deviceplugin.model import (
     Health,
     HealthEvent,
     Inventory,
+    InventoryChanged,
     LinkMatrix,
     Pool,
     PoolSet,
@@ -452,7 +453,10 @@ class Daemon:
         while not self._stop.is_set():
             try:
                 for event in backend.health_events():
-                    self._events.put(_HealthChanged(name, event))
+                    if isinstance(event, InventoryChanged):
+                        self._rediscover(name, backend, event.reason)
+                    else:
+                        self._events.put(_HealthChanged(name, event))
                     delay = self.config.backend_retry.initial
                 if self._stop.is_set():
                     return
@@ -469,6 +473,14 @@ class Daemon:
                 self._events.put(_Rediscovered(name, backend.discover()))
             except Exception as exc:
                 log.warning("backend %s rediscovery failed: %s", name, exc)
+
+    def _rediscover(self, name: str, backend: Backend, reason: str) -> None:
+        """Discover ``backend`` again because its hardware changed; a failure keeps the old inventory."""
+        log.info("backend %s: %s; discovering again", name, reason)
+        try:
+            self._events.put(_Rediscovered(name, backend.discover()))
+        except Exception as exc:
+            log.warning("backend %s rediscovery after %r failed: %s", name, reason, exc)
 
     def _poll_loop(self) -> None:
         """Poll pod-resources every interval, and at once when an Allocate asks for it."""

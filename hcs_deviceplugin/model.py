@@ -327,6 +327,18 @@ class HealthEvent:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class InventoryChanged:
+    """A backend saw hardware appear that its last discovery did not know (e.g. a hot-added card).
+
+    A backend's health stream yields this beside :class:`HealthEvent`; the daemon then calls
+    ``discover()`` again for that backend. A card that merely disappears is reported as an Unhealthy
+    :class:`HealthEvent` instead, so that it keeps its id and comes back Healthy when it returns.
+    """
+
+    reason: str
+
+
 class NotSupportedError(Exception):
     """A backend does not offer an optional operation (e.g. partitioning)."""
 

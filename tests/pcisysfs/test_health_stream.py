@@ -1,0 +1,106 @@
+"""The re-scan health stream: changes only, new hardware announced once, stop ends it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged
+from vendors.pcisysfs.health import health_stream
+from vendors.pcisysfs.hotplug import HotplugWatcher
+
+WAIT = 10.0
+
+
+class Hardware:
+    """What a backend's check would read: card health and whether an unknown card showed up."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cards: dict[str, tuple[Health, str]] = {"a": (Health.HEALTHY, ""), "b": (Health.HEALTHY, "")}
+        self.new = False
+        self.broken = False
+        self.failed_checks = 0
+
+    def check(self) -> Mapping[str, tuple[Health, str]]:
+        with self.lock:
+            if self.broken:
+                self.failed_checks += 1
+                raise OSError("bus directory unreadable")
+            return dict(self.cards)
+
+    def has_new(self) -> bool:
+        with self.lock:
+            return self.new
+
+
+def _run(hardware: Hardware, stop: threading.Event) -> queue.Queue[HealthEvent | InventoryChanged | None]:
+    out: queue.Queue[HealthEvent | InventoryChanged | None] = queue.Queue()
+    watcher = HotplugWatcher(Path("/nonexistent-root"), ("pci",), 0.01, stop)
+    assert watcher.mode == "rescan" and "is not /" in watcher.fallback_reason
+
+    def pump() -> None:
+        for event in health_stream(
+            hardware.check, watcher, stop, {"a": Health.HEALTHY, "b": Health.HEALTHY}, hardware.has_new
+        ):
+            out.put(event)
+        out.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+def test_only_changes_are_reported_and_a_failed_check_changes_nothing() -> None:
+    hardware, stop = Hardware(), threading.Event()
+    events = _run(hardware, stop)
+    with hardware.lock:
+        hardware.broken = True
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        with hardware.lock:
+            if hardware.failed_checks >= 2:
+                break
+        time.sleep(0.005)
+    assert hardware.failed_checks >= 2, "the broken check was never called"
+    assert events.empty(), "a failed check must not change any card"
+    with hardware.lock:
+        hardware.broken = False
+        hardware.cards["b"] = (Health.UNHEALTHY, "PCI function 0000:63:00.0 removed")
+    assert events.get(timeout=WAIT) == HealthEvent("b", Health.UNHEALTHY, "PCI function 0000:63:00.0 removed")
+    with hardware.lock:
+        hardware.cards["b"] = (Health.HEALTHY, "")
+    assert events.get(timeout=WAIT) == HealthEvent("b", Health.HEALTHY, "")
+    with hardware.lock:
+        hardware.new = True
+    event = events.get(timeout=WAIT)
+    assert isinstance(event, InventoryChanged) and "new device" in event.reason
+    with hardware.lock:
+        hardware.cards["a"] = (Health.UNHEALTHY, "driver unbound")
+    # The new card is announced once, not on every re-scan: the next event is card a's.
+    assert events.get(timeout=WAIT) == HealthEvent("a", Health.UNHEALTHY, "driver unbound")
+    stop.set()
+    assert events.get(timeout=WAIT) is None
+
+
+def test_udev_is_not_used_for_a_test_tree_or_when_disabled(tmp_path: Path) -> None:
+    stop = threading.Event()
+    assert HotplugWatcher(tmp_path, ("pci",), 1, stop).mode == "rescan"
+    disabled = HotplugWatcher(Path("/"), ("pci",), 1, stop, use_udev=False)
+    assert (disabled.mode, disabled.fallback_reason) == ("rescan", "udev disabled by configuration")
+    stop.set()
+    assert disabled.wait() == "stop"
+
+
+def test_forced_udev_either_opens_a_monitor_or_says_why_not() -> None:
+    stop = threading.Event()
+    watcher = HotplugWatcher(Path("/"), ("pci", "drm"), 0.05, stop, use_udev=True)
+    if watcher.mode == "udev":
+        assert watcher.fallback_reason == ""
+        woke = watcher.wait()
+        assert woke == "interval" or woke.startswith("udev ")
+    else:
+        assert watcher.fallback_reason.startswith("udev monitor unavailable: ")
+    watcher.close()
