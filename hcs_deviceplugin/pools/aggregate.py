@@ -12,7 +12,8 @@ whenever it changes; the aggregator owns everything after that:
   good parse while it is broken, so one bad edit never takes pools away; its errors are reported
   beside. An object that disappears from every source takes its pools with it. An object is parsed
   again only when its content changes, so a re-list costs comparisons, not parses.
-* **Merge.** A pool name defined by two objects is an error naming both; the object later in
+* **Merge.** A pool name, or a resource name, defined by two objects is an error naming both (a
+  resource name can clash when a pool sets its full ``resourceName``); the object later in
   (namespace, name) order loses that pool and keeps its others. Cards claimed by two pools are not
   decided here: the reconciler sends such a card to neither new claimant and reports it.
 * **Quiet.** ``on_change(pools, errors)`` runs only when the PoolSet or the error list changed, and
@@ -103,23 +104,29 @@ def merge(
             errors.append(error)
             by_object.setdefault((source, error.source), []).append(error)
     owners: dict[str, Pool] = {}
+    resource_owners: dict[str, Pool] = {}
     pools: list[Pool] = []
     for result in sorted(results, key=lambda r: r.key):
         mine = list(result.errors)
         for located in result.pools:
             pool = located.pool
             owner = owners.get(pool.name)
-            if owner is None:
+            serving = resource_owners.get(pool.resource_name)
+            if owner is None and serving is None:
                 owners[pool.name] = pool
+                resource_owners[pool.resource_name] = pool
                 pools.append(pool)
                 continue
-            mine.append(
-                ConfigError(
-                    pool.source,
-                    located.path,
-                    f"pool {pool.name!r} is also defined in {owner.source}, which wins; "
-                    "this definition is ignored",
+            if owner is not None:
+                clash = f"pool {pool.name!r} is also defined in {owner.source}"
+            else:
+                assert serving is not None
+                clash = (
+                    f"resource {pool.resource_name!r} is also served by pool {serving.name!r} "
+                    f"of {serving.source}"
                 )
+            mine.append(
+                ConfigError(pool.source, located.path, f"{clash}, which wins; this definition is ignored")
             )
         errors += mine
         if mine:

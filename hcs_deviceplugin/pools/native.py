@@ -72,6 +72,7 @@ POOL_KEYS = (
     "profile",
     "maxDevicesPerNode",
     "replicaPlacement",
+    "resourceName",
     "devices",
 )
 REPLICA_PLACEMENTS = ("spread", "pack")
@@ -228,6 +229,26 @@ def _profile(raw: Mapping[object, object], unit: UnitKind | None, path: str, rep
     return None
 
 
+def _compatibility_name(raw: object, scope: str | None, path: str, report: Report) -> str | None:
+    """A full resource name given by the pool (e.g. ``nvidia.com/gpu``), validated like kubelet does.
+
+    It lets workloads written for a vendor's own plugin move over unchanged. It replaces
+    ``<prefix>/<name>`` whole, so it cannot be combined with ``scope: cluster`` (whose only effect is
+    the prefix).
+    """
+    value = string(raw, path, report)
+    if value is None:
+        return None
+    if scope == SCOPE_CLUSTER:
+        report.add(path, f"not allowed with scope {SCOPE_CLUSTER!r} (the full name already sets the domain)")
+        return None
+    problem = validate_extended_resource_name(value)
+    if problem is not None:
+        report.add(path, f"invalid resource name: {problem}")
+        return None
+    return value
+
+
 def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Report) -> Pool | None:
     if not isinstance(raw, Mapping):
         report.add(path, f"must be a mapping, got {describe_value(raw)}")
@@ -268,7 +289,10 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
 
     prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
     resource_name = f"{prefix}/{name}"
-    if name is not None and prefix is not None:
+    raw_resource = optional(raw, "resourceName")
+    if raw_resource is not MISSING:
+        resource_name = _compatibility_name(raw_resource, scope, child(path, "resourceName"), report) or ""
+    elif name is not None and prefix is not None:
         problem = validate_extended_resource_name(resource_name)
         if problem is not None:
             report.add(child(path, "name"), f"resource name {resource_name!r} is invalid: {problem}")
@@ -323,6 +347,7 @@ def parse_native_data(document: object, source: str) -> list[Pool]:
     prefixes = _prefixes(document, pools_list, report)
     pools: list[Pool] = []
     first_index: dict[str, int] = {}
+    resource_index: dict[str, int] = {}
     for index, raw_pool in enumerate(pools_list):
         path = item("pools", index)
         pool = _pool(raw_pool, path, prefixes, source, report)
@@ -335,8 +360,16 @@ def parse_native_data(document: object, source: str) -> list[Pool]:
                 )
                 continue
             first_index[name] = index
-        if pool is not None:
-            pools.append(pool)
+        if pool is None:
+            continue
+        earlier = resource_index.setdefault(pool.resource_name, index)
+        if earlier != index:
+            report.add(
+                child(path, "resourceName"),
+                f"resource {pool.resource_name!r} is already served by {item('pools', earlier)}",
+            )
+            continue
+        pools.append(pool)
     if report.errors:
         raise ConfigErrors(report.errors)
     return pools

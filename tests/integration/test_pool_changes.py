@@ -95,3 +95,15 @@ def test_card_in_two_pools_goes_to_neither_new_claimant(node: Node) -> None:
     assert [u.id for u in view.pools["a"].units] == [H100[0]]
     assert [u.id for u in view.pools["b"].units] == [H100[1]]
     assert [u.id for u in view.pools["c"].units] == [H100[2]]
+
+
+def test_a_compatibility_resource_name_registers_and_allocates_under_that_name(node: Node) -> None:
+    node.write_pools(pool_doc(card_pool("legacy", H100[0], H100[1], resourceName="nvidia.com/gpu")))
+    node.start_daemon()
+    node.kubelet.wait_for(
+        lambda k: "nvidia.com/gpu" in k.resources() and k.resource("nvidia.com/gpu").connected,
+        WAIT,
+        "nvidia.com/gpu registered",
+    )
+    assert node.kubelet.resource("nvidia.com/gpu").healthy == {H100[0], H100[1]}
+    assert node.kubelet.allocate("p", "c", "nvidia.com/gpu", 2).device_ids
