@@ -11,7 +11,7 @@ VENDOR_PATHS = {
     "nvidia": {"/proc/driver", "/usr/lib", "/usr/lib64"},
     "ascend": {"/usr/local/Ascend/driver", "/usr/local/dcmi"},
     "hygon": {"/opt/hyhal", "/opt/dtk"},
-    "cambricon": {"/usr/lib", "/usr/lib64"},
+    "cambricon": {"/proc/driver", "/usr/bin"},
 }
 COMMON = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/sys", "/dev"}
 
