@@ -103,6 +103,12 @@ def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     sim = sub.add_parser("simulate", help="run the daemon on a simulated node with a kubelet simulator")
     sim.add_argument("--once", action="store_true", help="run the scenario, print the final state, exit")
     sim.add_argument("--node", type=Path, default=None, help="simulated node description (YAML)")
+    sim.add_argument(
+        "--hardware",
+        choices=("simulated", "fake"),
+        default="simulated",
+        help="simulated: the simulated backend; fake: every vendor's real backend on its fake hardware",
+    )
     sim.add_argument("--step-seconds", type=float, default=1.5, help="pause between scenario steps")
     sim.add_argument("--log-level", default="warning")
 

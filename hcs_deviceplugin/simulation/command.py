@@ -7,14 +7,17 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from hcs_deviceplugin.backend import BackendConfig, load_factory
+from hcs_deviceplugin.backend import Backend, BackendConfig, load_factory
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.logsetup import configure_logging
+from hcs_deviceplugin.model import Inventory
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.simulation.hardware import HardwareInjector, prepare_all
 from hcs_deviceplugin.simulation.scenario import HealthInjector, Scenario, initial_pools
 from hcs_deviceplugin.simulation.view import render
 
@@ -27,11 +30,15 @@ def command_simulate(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hcs-sim-", dir="/tmp"))
     plugin_dir, pools_dir = workdir / "dp", workdir / "pools"
     stop = threading.Event()
-    options = {"node": str(args.node)} if args.node else {}
-    backend = load_factory(SIMULATED_BACKEND)(BackendConfig(options=options, stop=stop))
+    if args.hardware == "fake":
+        backends, injector_for = _fake_hardware_backends(workdir / "hardware", stop)
+    else:
+        backends, injector_for = _simulated_backend(args.node, stop)
     kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
     kubelet.start()
-    inventory = backend.discover()
+    inventory = Inventory()
+    for backend in backends.values():
+        inventory = inventory.merged(backend.discover())
     daemon = Daemon(
         DaemonConfig(
             plugin_dir=plugin_dir,
@@ -39,9 +46,9 @@ def command_simulate(args: argparse.Namespace) -> int:
             pod_resources_socket=workdir / "pod-resources.sock",
             pod_resources_interval=1.0,
         ),
-        {backend.name: backend},
+        backends,
     )
-    scenario = Scenario(daemon, kubelet, cast(HealthInjector, backend), pools_dir)
+    scenario = Scenario(daemon, kubelet, injector_for(daemon), pools_dir)
     scenario.document = initial_pools(inventory)
     scenario.write_pools()
     daemon.add_source(lambda on_change: DirectoryPoolSource(pools_dir, on_change))
@@ -81,6 +88,38 @@ def command_simulate(args: argparse.Namespace) -> int:
         kubelet.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return status
+
+
+def _simulated_backend(
+    node: Path | None, stop: threading.Event
+) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector]]:
+    """The simulated backend on ``node`` (or its embedded default); it injects faults itself."""
+    options = {"node": str(node)} if node else {}
+    backend = load_factory(SIMULATED_BACKEND)(BackendConfig(options=options, stop=stop))
+    return {backend.name: backend}, lambda _: cast(HealthInjector, backend)
+
+
+def _fake_hardware_backends(
+    directory: Path, stop: threading.Event
+) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector]]:
+    """Every vendor fake that can be set up here, with its real backend started on it."""
+    prepared = prepare_all(directory)
+    if not prepared.ready:
+        raise SystemExit(
+            f"simulate --hardware fake: no fake hardware could be set up: {dict(prepared.skipped)}"
+        )
+    for name, reason in prepared.skipped.items():
+        print(f"simulate: {name} fake hardware skipped: {reason}", file=sys.stderr)
+    backends: dict[str, Backend] = {}
+    for fake in prepared.ready:
+        config = BackendConfig(host_root=fake.host_root, options=fake.options, stop=stop)
+        backends[fake.backend] = load_factory(fake.backend)(config)
+    by_backend = {fake.backend: fake for fake in prepared.ready}
+
+    def injector_for(daemon: Daemon) -> HealthInjector:
+        return HardwareInjector(by_backend, lambda: {c.id: c for c in daemon.view().cards})
+
+    return backends, injector_for
 
 
 def _paint_live(

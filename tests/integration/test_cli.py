@@ -11,10 +11,12 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+from hcs_deviceplugin.simulation.hardware import ENTRY_POINT_GROUP as FAKE_HARDWARE_GROUP
 from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
 
 CLI = [sys.executable, "-m", "hcs_deviceplugin.cli"]
@@ -31,6 +33,26 @@ def test_simulate_once_plays_the_scenario_and_prints_the_final_state() -> None:
     assert "gpu.deckhouse.io/nvidia-train" in out and "registered" in out
     assert "5. pool change applied live" in out and "FAILED" not in out
     assert "nvidia-shared-pod-new" in out
+
+
+def test_simulate_on_fake_hardware_serves_every_vendor_fake_through_its_real_backend() -> None:
+    """Each registered fake (C libraries built with gcc, sysfs trees) runs its real backend in one daemon."""
+    fakes = sorted(ep.name for ep in entry_points(group=FAKE_HARDWARE_GROUP))
+    assert {"nvidia", "cambricon"} <= set(fakes)
+    result = subprocess.run(
+        [*CLI, "simulate", "--once", "--hardware", "fake", "--step-seconds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "skipped" not in result.stderr, result.stderr
+    cards = result.stdout.split("\nCards\n")[1].split("\n\n")[0].splitlines()[1:]
+    vendors_shown = {line.split()[1] for line in cards}
+    assert set(fakes) <= vendors_shown, cards
+    assert "3. card" in result.stdout and "4. card" in result.stdout and "Healthy again" in result.stdout
+    assert "5. pool change applied live" in result.stdout and "FAILED" not in result.stdout
 
 
 def free_port() -> int:
