@@ -73,6 +73,10 @@ InterceptorsFor = Callable[[str], Sequence["grpc.ServerInterceptor[Any, Any]"]]
 PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
 
 
+STREAM_END_GRACE_SECONDS = 1.0
+"""How long before the daemon stops a backend's health stream may end without counting as a failure."""
+
+
 @dataclass(frozen=True)
 class DaemonConfig:
     """Where the daemon talks to kubelet and what node it is on."""
@@ -458,7 +462,9 @@ class Daemon:
                     else:
                         self._events.put(_HealthChanged(name, event))
                     delay = self.config.backend_retry.initial
-                if self._stop.is_set():
+                # A stream ends when its backend's stop event is set, which the runner does just
+                # before stopping the daemon: give that shutdown a moment before calling it a failure.
+                if self._stop.wait(STREAM_END_GRACE_SECONDS):
                     return
                 raise RuntimeError("health stream ended unexpectedly")
             except Exception as exc:
