@@ -36,6 +36,8 @@ from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.simulated import SimulatedBackend, create_backend
 
 NODE = "builtin:eight-gpu-nvlink"
+MODULE_GROUPS = ("nvidia", "hygon", "cambricon", "ascend", "allocator", "pools", "api", "footprint")
+"""Groups living in ``bench/<group>_bench.py``, each exposing ``run() -> list[str]``."""
 WAIT = 10.0
 
 
@@ -180,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="health and pool-change rounds")
     parser.add_argument(
         "--only",
-        default="core,nvidia,allocator,pools,api,footprint",
-        help="comma-separated groups to run: core, nvidia, allocator, pools, api, footprint",
+        default=",".join(("core", *MODULE_GROUPS)),
+        help=f"comma-separated groups to run: core, {', '.join(MODULE_GROUPS)}",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(bench_health(args.rounds).line(), flush=True)
         print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
         print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
-    for group in ("nvidia", "allocator", "pools", "api", "footprint"):
+    for group in MODULE_GROUPS:
         if group in groups:
             module = importlib.import_module(f"bench.{group}_bench")
             for line in module.run():
