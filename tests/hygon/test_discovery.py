@@ -179,9 +179,9 @@ def test_module_without_cards_is_present_and_empty(hygon: Harness) -> None:
     ("options", "message"),
     [
         ({"rescanSecond": "1"}, "unknown hygon option"),
-        ({"rescanSeconds": "0"}, "must be positive"),
+        ({"rescanSeconds": "0"}, "must be above 0"),
         ({"rescanSeconds": "soon"}, "must be a number"),
-        ({"udev": "maybe"}, "auto, on or off"),
+        ({"udev": "maybe"}, "one of auto, on, off"),
     ],
 )
 def test_bad_options_are_errors(options: dict[str, str], message: str) -> None:

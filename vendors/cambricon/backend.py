@@ -44,13 +44,13 @@ from vendors.cambricon.discovery import KnownCard
 from vendors.cambricon.health import CardChecker
 from vendors.pcisysfs.health import health_stream
 from vendors.pcisysfs.hotplug import HotplugWatcher
+from vendors.pcisysfs.options import RESCAN_KEYS, parse_rescan, reject_unknown
 from vendors.pcisysfs.pci import PCI_DEVICES, scan_pci
 
 log = logging.getLogger(__name__)
 
 HOTPLUG_SUBSYSTEMS = ("pci", "cambricon")
-UDEV_MODES: Mapping[str, bool | None] = MappingProxyType({"auto": None, "on": True, "off": False})
-OPTION_KEYS = frozenset({"rescanSeconds", "udev", "mluLinkFile", "cnmonPath"})
+OPTION_KEYS = RESCAN_KEYS | {"mluLinkFile", "cnmonPath"}
 
 
 @dataclass(frozen=True)
@@ -65,25 +65,12 @@ class CambriconSettings:
     @staticmethod
     def parse(options: Mapping[str, str]) -> CambriconSettings:
         """Unknown keys and bad values are errors: a misspelt option must not silently do nothing."""
-        unknown = sorted(set(options) - OPTION_KEYS)
-        if unknown:
-            raise ValueError(
-                f"unknown cambricon option(s) {', '.join(unknown)}; known: {', '.join(sorted(OPTION_KEYS))}"
-            )
-        text = options.get("rescanSeconds", "5")
-        try:
-            rescan = float(text)
-        except ValueError:
-            raise ValueError(f"cambricon option rescanSeconds must be a number, not {text!r}") from None
-        if not rescan > 0:
-            raise ValueError(f"cambricon option rescanSeconds must be above 0, not {text!r}")
-        udev = options.get("udev", "auto").strip().lower()
-        if udev not in UDEV_MODES:
-            raise ValueError(f"cambricon option udev must be one of auto, on, off, not {udev!r}")
+        reject_unknown("cambricon", options, OPTION_KEYS)
+        rescan = parse_rescan("cambricon", options)
         link_file = options.get("mluLinkFile", "").strip()
         return CambriconSettings(
-            rescan_seconds=rescan,
-            use_udev=UDEV_MODES[udev],
+            rescan_seconds=rescan.seconds,
+            use_udev=rescan.use_udev,
             mlu_link_file=Path(link_file) if link_file else None,
             cnmon_path=options.get("cnmonPath", edits.DEFAULT_CNMON).strip(),
         )

@@ -41,12 +41,12 @@ from vendors.hygon.health import Verdict
 from vendors.hygon.models import HYGON_PCI_VENDOR, ModelTable, load_update_ids
 from vendors.pcisysfs.health import health_stream
 from vendors.pcisysfs.hotplug import HotplugWatcher
+from vendors.pcisysfs.options import RESCAN_KEYS, parse_rescan, reject_unknown
 from vendors.pcisysfs.pci import PCI_DEVICES, scan_pci
 
 log = logging.getLogger(__name__)
 
-OPTION_KEYS = frozenset({"rescanSeconds", "udev", "hyhalPath", "updateIds"})
-UDEV_MODES: Mapping[str, bool | None] = {"auto": None, "on": True, "off": False}
+OPTION_KEYS = RESCAN_KEYS | {"hyhalPath", "updateIds"}
 HOTPLUG_SUBSYSTEMS = ("pci", "drm")
 
 
@@ -62,24 +62,13 @@ class HygonSettings:
     @staticmethod
     def parse(options: Mapping[str, str]) -> HygonSettings:
         """Unknown keys and bad values are errors: a misspelt option must not silently do nothing."""
-        unknown = sorted(set(options) - OPTION_KEYS)
-        if unknown:
-            raise ValueError(
-                f"unknown hygon option(s) {', '.join(unknown)}; known: {', '.join(sorted(OPTION_KEYS))}"
-            )
-        raw = options.get("rescanSeconds", "5")
-        try:
-            rescan = float(raw)
-        except ValueError:
-            raise ValueError(f"hygon option rescanSeconds must be a number, not {raw!r}") from None
-        if not rescan > 0:
-            raise ValueError(f"hygon option rescanSeconds must be positive, not {raw!r}")
-        udev = options.get("udev", "auto").strip().lower()
-        if udev not in UDEV_MODES:
-            raise ValueError(f"hygon option udev must be auto, on or off, not {options['udev']!r}")
+        reject_unknown("hygon", options, OPTION_KEYS)
+        rescan = parse_rescan("hygon", options)
         hyhal = options.get("hyhalPath", edits.DEFAULT_HYHAL).strip()
         default_ids = f"{hyhal.rstrip('/')}/bin/update_ids" if hyhal else ""
-        return HygonSettings(rescan, UDEV_MODES[udev], hyhal, options.get("updateIds", default_ids).strip())
+        return HygonSettings(
+            rescan.seconds, rescan.use_udev, hyhal, options.get("updateIds", default_ids).strip()
+        )
 
 
 class HygonBackend:
