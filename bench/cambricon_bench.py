@@ -11,20 +11,15 @@ seen on the re-scan either way.
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.common import Result
+from bench.hotplug import hot_removal_samples
 from hcs_deviceplugin.backend import BackendConfig
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig
-from hcs_deviceplugin.kubeletsim import KubeletSimulator
-from hcs_deviceplugin.pools.directory import DirectoryPoolSource
-from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.cambricon import create_backend
 from vendors.cambricon.fake.tree import NodeSpec, mlulink_node, pcie_node, write_cambricon_node
 
@@ -52,53 +47,17 @@ def bench_hot_removal(root: Path, rescan_seconds: float, rounds: int) -> Result:
     stop = threading.Event()
     options = {"udev": "off", "rescanSeconds": str(rescan_seconds), "mluLinkFile": str(node.link_file)}
     backend = create_backend(BackendConfig(host_root=node.host_root, options=options, stop=stop))
-    cards = backend.discover().cards
-    victim = cards[2]
-    pools = "version: v1\npools:\n  - name: mlu\n    devices:\n" + "".join(
-        f"      - uuid: {c.id}\n" for c in cards
+    victim = backend.discover().cards[2]
+    samples = hot_removal_samples(
+        root,
+        backend,
+        stop,
+        victim,
+        lambda card: node.remove(card.pci_address),
+        lambda card: node.restore(card.pci_address),
+        rescan_seconds,
+        rounds,
     )
-    write_configmap_volume(root / "pools", {"pools.yaml": pools})
-    kubelet = KubeletSimulator(root / "dp")
-    kubelet.start()
-    daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
-    daemon.add_source(lambda cb: DirectoryPoolSource(root / "pools", cb))
-    resource = "gpu.deckhouse.io/mlu"
-    seen = threading.Condition()
-    arrivals: list[tuple[float, bool]] = []
-
-    def listener(name: str, devices: list[Any], at: float) -> None:
-        with seen:
-            arrivals.append((at, any(victim.id == d.ID and d.health != "Healthy" for d in devices)))
-            seen.notify_all()
-
-    kubelet.add_snapshot_listener(listener)
-    daemon.start()
-    samples = []
-    phase = random.Random(7)
-    try:
-        kubelet.wait_for(lambda k: len(k.resource(resource).healthy) == len(cards), WAIT, "up")
-        for _ in range(rounds):
-            with seen:
-                arrivals.clear()
-            time.sleep(phase.uniform(0, rescan_seconds))  # remove at a random point of the re-scan cycle
-            start = time.monotonic()
-            node.remove(victim.pci_address)
-
-            def down(s: float = start) -> bool:
-                return any(t >= s and bad for t, bad in arrivals)
-
-            with seen:
-                if not seen.wait_for(down, WAIT):
-                    raise TimeoutError("hot-removal never reached the kubelet simulator")
-                samples.append(next(t for t, bad in arrivals if t >= start and bad) - start)
-            node.restore(victim.pci_address)
-            kubelet.wait_for(lambda k: len(k.resource(resource).healthy) == len(cards), WAIT, "returned")
-    finally:
-        stop.set()
-        daemon.stop()
-        kubelet.stop()
-        shutil.rmtree(root / "dp", ignore_errors=True)
-        shutil.rmtree(root / "pools", ignore_errors=True)
     label = f"Cambricon hot-removal -> Unhealthy at kubelet (re-scan {rescan_seconds * 1000:g} ms)"
     return Result(label, samples)
 

@@ -11,20 +11,15 @@ starts at a random point of the interval. With udev a real host is woken by the 
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.common import Result
+from bench.hotplug import hot_removal_samples
 from hcs_deviceplugin.backend import BackendConfig
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig
-from hcs_deviceplugin.kubeletsim import KubeletSimulator
-from hcs_deviceplugin.pools.directory import DirectoryPoolSource
-from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.hygon import create_backend
 from vendors.hygon.fake import HygonNodeSpec, pcie_node, write_hygon_node, xgmi_node
 
@@ -64,51 +59,18 @@ def bench_hot_removal(root: Path, rounds: int) -> Result:
     fake = write_hygon_node(root / "hotplug", xgmi_node(8))
     stop = threading.Event()
     backend = create_backend(_config(fake.host_root, stop))
-    cards = backend.discover().cards
-    target = cards[3]
-    pools = "version: v1\npools:\n  - name: dcu\n    devices:\n" + "".join(
-        f"      - uuid: {c.id}\n" for c in cards
+    victim = backend.discover().cards[3]
+    samples = hot_removal_samples(
+        root,
+        backend,
+        stop,
+        victim,
+        lambda card: fake.remove_card(card.pci_address),
+        lambda card: fake.restore_card(card.pci_address),
+        RESCAN_SECONDS,
+        rounds,
+        seed=9,
     )
-    write_configmap_volume(root / "pools", {"pools.yaml": pools})
-    kubelet = KubeletSimulator(root / "dp")
-    kubelet.start()
-    daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
-    daemon.add_source(lambda cb: DirectoryPoolSource(root / "pools", cb))
-    resource = "gpu.deckhouse.io/dcu"
-    seen = threading.Condition()
-    arrivals: list[tuple[float, bool]] = []
-
-    def listener(name: str, devices: list[Any], at: float) -> None:
-        with seen:
-            arrivals.append((at, any(target.id == d.ID and d.health != "Healthy" for d in devices)))
-            seen.notify_all()
-
-    kubelet.add_snapshot_listener(listener)
-    daemon.start()
-    samples = []
-    phase = random.Random(9)
-    try:
-        kubelet.wait_for(lambda k: len(k.resource(resource).healthy) == len(cards), WAIT, "up")
-        for _ in range(rounds):
-            time.sleep(phase.uniform(0, RESCAN_SECONDS))  # not phase-locked to the re-scan after a return
-            with seen:
-                arrivals.clear()
-            start = time.monotonic()
-            fake.remove_card(target.pci_address)
-
-            def down(s: float = start) -> bool:
-                return any(t >= s and bad for t, bad in arrivals)
-
-            with seen:
-                if not seen.wait_for(down, WAIT):
-                    raise TimeoutError("hot-removal never reached the kubelet simulator")
-                samples.append(next(t for t, bad in arrivals if t >= start and bad) - start)
-            fake.restore_card(target.pci_address)
-            kubelet.wait_for(lambda k: len(k.resource(resource).healthy) == len(cards), WAIT, "returned")
-    finally:
-        stop.set()
-        daemon.stop()
-        kubelet.stop()
     label = f"Hygon hot-removal -> Unhealthy at kubelet (re-scan {RESCAN_SECONDS * 1000:g} ms, udev off)"
     return Result(label, samples)
 
