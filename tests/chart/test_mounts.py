@@ -13,7 +13,9 @@ VENDOR_PATHS = {
     "hygon": {"/opt/hyhal", "/opt/dtk"},
     "cambricon": {"/proc/driver", "/usr/bin"},
 }
-COMMON = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/sys", "/dev"}
+KUBELET_DIRS = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/sys", "/dev"}
+STATE_DIR = "/var/lib/hcs-deviceplugin"
+COMMON = KUBELET_DIRS | {STATE_DIR}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -33,8 +35,12 @@ def test_kubelet_hostpaths_must_exist(case: str) -> None:
         for v in pod_spec(CASES[case])["volumes"]
         if "hostPath" in v
     }
-    for path in COMMON:
+    for path in KUBELET_DIRS:
         assert volumes[path] == "Directory", path
+    # Our own restart state: created on first start, read-write, and handed to --state-dir.
+    assert volumes[STATE_DIR] == "DirectoryOrCreate"
+    assert host_mounts(CASES[case])[STATE_DIR] == (STATE_DIR, False)
+    assert flag(args(CASES[case]), "state-dir") == STATE_DIR
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -76,8 +82,8 @@ def test_host_root_flag_matches_the_mounts() -> None:
     values = {**ALL_ON, "hostRoot": "/hostfs"}
     assert flag(args(values), "host-root") == "/hostfs"
     for host, (mount, _) in host_mounts(values).items():
-        if host.startswith("/var/lib/kubelet"):
-            continue
+        if host.startswith("/var/lib/kubelet") or host == STATE_DIR:
+            continue  # the daemon's own directories are mounted where it uses them, not for backends
         assert mount == f"/hostfs{host}"
 
 
