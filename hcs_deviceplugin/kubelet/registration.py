@@ -2,12 +2,15 @@
 
 Kubelet dials the plugin back inside the Register call with a 10 s blocking dial and then calls
 GetDevicePluginOptions, so the plugin must already be serving and our deadline must exceed 10 s
-(KUBELET.md §2).
+(KUBELET.md §2). A kubelet that hangs inside Register must not hold up a daemon shutdown, so the
+call can be cancelled from another thread through :class:`RegisterCall`.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -27,8 +30,42 @@ def plugin_options() -> pb.DevicePluginOptions:
     return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
 
+class RegisterCall:
+    """A handle on the Register call in flight, so another thread can cancel it at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._future: Any = None
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            future = self._future
+        if future is not None:
+            future.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        with self._lock:
+            return self._cancelled
+
+    def _track(self, future: Any) -> bool:
+        """Remember the call; False (and the call cancelled) if cancel() came first."""
+        with self._lock:
+            self._future = future
+            cancelled = self._cancelled
+        if cancelled:
+            future.cancel()
+        return not cancelled
+
+
 def register(
-    kubelet_socket: Path, endpoint: str, resource_name: str, deadline: float = REGISTER_DEADLINE_S
+    kubelet_socket: Path,
+    endpoint: str,
+    resource_name: str,
+    deadline: float = REGISTER_DEADLINE_S,
+    call: RegisterCall | None = None,
 ) -> None:
     """Call Register once; raise :class:`RegistrationError` with kubelet's reason on failure."""
     if not kubelet_socket.exists():
@@ -37,8 +74,15 @@ def register(
         version=API_VERSION, endpoint=endpoint, resource_name=resource_name, options=plugin_options()
     )
     with grpc.insecure_channel(f"unix:{kubelet_socket}") as channel:
+        future = pb_grpc.RegistrationStub(channel).Register.future(
+            request, timeout=deadline, wait_for_ready=False
+        )
+        if call is not None and not call._track(future):
+            raise RegistrationError(f"Register({resource_name}) cancelled: the pool is stopping")
         try:
-            pb_grpc.RegistrationStub(channel).Register(request, timeout=deadline, wait_for_ready=False)
+            future.result()
+        except grpc.FutureCancelledError as exc:
+            raise RegistrationError(f"Register({resource_name}) cancelled: the pool is stopping") from exc
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)

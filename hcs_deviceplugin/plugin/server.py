@@ -7,6 +7,11 @@ registering again; this also guarantees kubelet never sees two live streams for 
 failed registration is retried with exponential back-off on the same server until it succeeds, the
 server is asked to restart, or it is stopped. All of this runs in one lifecycle thread per pool so a
 slow kubelet never blocks the daemon or the other pools.
+
+Faults this must survive: a rebuild that fails (something at our socket path, a bind error) stays
+pending and is retried, so we never Register a socket nobody serves; one kubelet restart is seen
+twice (our socket vanishes, then kubelet.sock is re-created) and must cost one rebuild and one
+Register, not two; a kubelet hanging inside Register must not delay a shutdown.
 """
 
 from __future__ import annotations
@@ -24,10 +29,15 @@ import grpc
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from hcs_deviceplugin.kubelet.registration import RegistrationError, register
-from hcs_deviceplugin.kubelet.watch import file_identity
+from hcs_deviceplugin.kubelet.registration import RegisterCall, RegistrationError, register
+from hcs_deviceplugin.kubelet.watch import FileIdentity, file_identity
 from hcs_deviceplugin.model import Pool, Unit
-from hcs_deviceplugin.plugin.servicer import AllocateListener, DevicePluginServicer, EditsFunction
+from hcs_deviceplugin.plugin.servicer import (
+    MAX_STREAMS,
+    AllocateListener,
+    DevicePluginServicer,
+    EditsFunction,
+)
 from hcs_deviceplugin.plugin.sockets import (
     prepare_socket_path,
     remove_socket,
@@ -39,7 +49,10 @@ from hcs_deviceplugin.plugin.state import PoolState
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-STREAM_THREADS = 16
+UNARY_THREADS = 8
+"""Workers always left for Allocate, GetPreferredAllocation and options calls."""
+STREAM_THREADS = UNARY_THREADS + MAX_STREAMS
+STOP_JOIN_SECONDS = 1.0
 
 
 class RegistrationStatus(enum.StrEnum):
@@ -73,6 +86,8 @@ class ServerStatus:
     server_generation: int
     open_streams: int
     last_error: str
+    registered_kubelet: FileIdentity | None = None
+    """Identity of the kubelet.sock the last successful Register went to (None if none yet)."""
 
 
 class PluginServer:
@@ -90,6 +105,7 @@ class PluginServer:
         backoff: Backoff | None = None,
         interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
         topology: Topology | None = None,
+        on_registered: Callable[[int], None] | None = None,
     ) -> None:
         self.state = PoolState(pool, units)
         if topology is not None:
@@ -102,9 +118,15 @@ class PluginServer:
         self._edits = edits
         self._on_allocate = on_allocate
         self._on_status = on_status
+        self._on_registered = on_registered
         self._backoff = backoff or Backoff()
         self._lock = threading.Lock()
-        self._restart_requested = threading.Event()
+        # A restart is pending while _restart_seq > _built_seq; only a successful rebuild catches up.
+        self._restart_seq = 0
+        self._built_seq = 0
+        self._registrations_here = 0
+        self._registered_kubelet: FileIdentity | None = None
+        self._register_call: RegisterCall | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._registered = threading.Event()
@@ -120,15 +142,32 @@ class PluginServer:
     # -- control, called by the daemon -------------------------------------------------------
 
     def start(self) -> None:
-        self._restart_requested.set()
+        with self._lock:
+            self._restart_seq += 1
         self._wake.set()
         self._thread.start()
 
-    def request_restart(self, reason: str) -> None:
-        """Rebuild the gRPC server and register again (kubelet restarted, socket removed, ...)."""
-        log.info("pool %s: restart requested: %s", self.state.snapshot.pool.name, reason)
-        self._registered.clear()
-        self._restart_requested.set()
+    def request_restart(self, reason: str, kubelet_identity: FileIdentity | None = None) -> None:
+        """Rebuild the gRPC server and register again (kubelet restarted, socket removed, ...).
+
+        ``kubelet_identity`` is the kubelet.sock a kubelet restart produced. If our socket is intact
+        and we already registered with that kubelet, the request is a duplicate and dropped; if the
+        server was rebuilt since and has not registered yet, registering it is enough.
+        """
+        name = self.state.snapshot.pool.name
+        with self._lock:
+            intact = self._intact_locked()
+            if kubelet_identity is not None and intact:
+                if self._registered_kubelet == kubelet_identity and self._registered.is_set():
+                    log.debug("pool %s: already registered with this kubelet; %s ignored", name, reason)
+                    return
+                if self._registrations_here == 0:
+                    log.info("pool %s: %s; registering the fresh server", name, reason)
+                    self._wake.set()
+                    return
+            self._restart_seq += 1
+            self._registered.clear()
+        log.info("pool %s: restart requested: %s", name, reason)
         self._wake.set()
 
     def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
@@ -149,9 +188,13 @@ class PluginServer:
             self.state.wait_delivered(self.state.snapshot.version, timeout=1.0)
         self._stopping.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-        self._teardown()
+        with self._lock:
+            call = self._register_call
+        if call is not None:
+            call.cancel()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=STOP_JOIN_SECONDS)
+        self._teardown(grace=0.2 if drain else None)
         self._set_status(RegistrationStatus.STOPPED)
 
     def check_socket(self) -> None:
@@ -182,7 +225,17 @@ class PluginServer:
                 server_generation=self._generation,
                 open_streams=servicer.open_streams if servicer is not None else 0,
                 last_error=self._last_error,
+                registered_kubelet=self._registered_kubelet,
             )
+
+    def _intact_locked(self) -> bool:
+        """A server built for the latest restart request still owns our socket file."""
+        return (
+            self._server is not None
+            and self._built_seq == self._restart_seq
+            and self._bound_identity is not None
+            and file_identity(self.socket_path) == self._bound_identity
+        )
 
     # -- lifecycle thread ----------------------------------------------------------------------
 
@@ -194,13 +247,14 @@ class PluginServer:
             if self._stopping.is_set():
                 return
             try:
-                if self._restart_requested.is_set():
-                    self._restart_requested.clear()
+                with self._lock:
+                    wanted = self._restart_seq
+                    rebuild = self._built_seq < wanted
+                if rebuild:
                     self._registered.clear()
-                    self._rebuild()
+                    self._rebuild(wanted)
                 if not self._registered.is_set():
-                    register(self.kubelet_socket, self.socket_path.name, self.resource_name)
-                    self._mark_registered()
+                    self._register()
                 delay = self._backoff.initial
             except Exception as exc:
                 self._record_failure(exc)
@@ -209,8 +263,32 @@ class PluginServer:
                 delay = self._backoff.next(delay)
                 self._wake.set()
 
-    def _rebuild(self) -> None:
-        """Stop any previous server (ending its streams) and serve afresh on our socket."""
+    def _register(self) -> None:
+        """One Register call, cancellable by :meth:`stop`; records which kubelet.sock it went to."""
+        kubelet = file_identity(self.kubelet_socket)
+        call = RegisterCall()
+        with self._lock:
+            self._register_call = call
+        if self._stopping.is_set():
+            call.cancel()
+        try:
+            register(self.kubelet_socket, self.socket_path.name, self.resource_name, call=call)
+        finally:
+            with self._lock:
+                self._register_call = None
+        with self._lock:
+            if self._built_seq < self._restart_seq:
+                return  # a restart came in meanwhile: that server is going; register the next one
+            self._registered_kubelet = kubelet
+            self._registrations_here += 1
+        self._mark_registered()
+
+    def _rebuild(self, wanted: int) -> None:
+        """Stop any previous server (ending its streams) and serve afresh on our socket.
+
+        On failure the restart stays pending (``_built_seq`` unchanged), so the lifecycle retries
+        the rebuild with back-off instead of registering a socket nobody serves.
+        """
         self._teardown()
         prepare_socket_path(self.socket_path)
         servicer = DevicePluginServicer(self.state, self._edits, self._on_allocate, lambda _n: self._notify())
@@ -235,26 +313,36 @@ class PluginServer:
             self._servicer = servicer
             self._generation += 1
             self._bound_identity = file_identity(self.socket_path)
+            self._built_seq = wanted
+            self._registrations_here = 0
         log.info("pool %s: serving on %s", self.state.snapshot.pool.name, self.socket_path)
 
-    def _teardown(self) -> None:
+    def _teardown(self, grace: float | None = 0.2) -> None:
+        """End the current server. ``grace`` None cancels calls at once and does not wait for them
+        (a daemon shutdown); the socket file goes in every case."""
         with self._lock:
             server, servicer = self._server, self._servicer
             self._server = None
             self._servicer = None
+            self._bound_identity = None
         if servicer is not None:
             servicer.close()
         if server is not None:
-            server.stop(grace=0.2).wait(timeout=5)
+            stopped = server.stop(grace)
+            if grace is not None:
+                stopped.wait(timeout=grace + 1.0)
             remove_socket(self.socket_path)
 
     def _mark_registered(self) -> None:
         with self._lock:
             self._registrations += 1
+            count = self._registrations
             self._status = RegistrationStatus.REGISTERED
             self._last_error = ""
         self._registered.set()
         log.info("pool %s: registered %s with kubelet", self.state.snapshot.pool.name, self.resource_name)
+        if self._on_registered is not None:
+            self._on_registered(count)
         self._notify()
 
     def _record_failure(self, exc: Exception) -> None:

@@ -25,6 +25,10 @@ from hcs_deviceplugin.plugin.state import PoolState, Snapshot
 
 log = logging.getLogger(__name__)
 
+MAX_STREAMS = 4
+"""ListAndWatch streams one pool serves at once. Kubelet holds one; every open stream pins a server
+worker, so beyond this the oldest stream is ended for the newest, and workers stay for unary calls."""
+
 EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
 AllocateListener = Callable[[str, Sequence[str]], None]
 
@@ -58,6 +62,19 @@ def resolve_units(snapshot: Snapshot, ids: Sequence[str]) -> list[Unit]:
     return units
 
 
+class _Stream:
+    """One open ListAndWatch: ``end()`` makes its loop return and cancels the call (a client that
+    never reads may leave our thread blocked in a send; the cancel frees it)."""
+
+    def __init__(self, context: grpc.ServicerContext) -> None:
+        self.context = context
+        self.ended = threading.Event()
+
+    def end(self) -> None:
+        self.ended.set()
+        self.context.cancel()  # type: ignore[no-untyped-call]
+
+
 class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     """Serves one pool for the lifetime of one gRPC server instance.
 
@@ -77,8 +94,8 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self._on_allocate = on_allocate
         self._on_stream = on_stream
         self._closed = threading.Event()
-        self._streams = 0
         self._lock = threading.Lock()
+        self._streams: list[_Stream] = []
 
     def close(self) -> None:
         self._closed.set()
@@ -87,14 +104,37 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     @property
     def open_streams(self) -> int:
         with self._lock:
-            return self._streams
+            return len(self._streams)
 
-    def _stream_delta(self, delta: int) -> None:
+    def _open_stream(self, context: grpc.ServicerContext) -> _Stream:
+        """Register a new stream, ending the oldest ones beyond :data:`MAX_STREAMS` (newest wins)."""
+        stream = _Stream(context)
         with self._lock:
-            self._streams += delta
-            count = self._streams
+            self._streams.append(stream)
+            evicted = self._streams[:-MAX_STREAMS]
+            del self._streams[:-MAX_STREAMS]
+            count = len(self._streams)
+        for old in evicted:
+            log.warning(
+                "pool %s: more than %d ListAndWatch streams; ending the oldest", self._pool(), MAX_STREAMS
+            )
+            old.end()
+        if evicted:
+            self._state.wake_all()
         if self._on_stream is not None:
             self._on_stream(count)
+        return stream
+
+    def _close_stream(self, stream: _Stream) -> None:
+        with self._lock:
+            if stream in self._streams:
+                self._streams.remove(stream)
+            count = len(self._streams)
+        if self._on_stream is not None:
+            self._on_stream(count)
+
+    def _pool(self) -> str:
+        return self._state.snapshot.pool.name
 
     def GetDevicePluginOptions(
         self, request: pb.Empty, context: grpc.ServicerContext
@@ -105,13 +145,13 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self, request: pb.Empty, context: grpc.ServicerContext
     ) -> Iterator[pb.ListAndWatchResponse]:
         context.add_callback(self._state.wake_all)
-        self._stream_delta(+1)
+        stream = self._open_stream(context)
         try:
             seen = -1
             last_sent: tuple[Unit, ...] | None = None
             while True:
                 snapshot = self._state.wait_for_change(
-                    seen, lambda: self._closed.is_set() or not context.is_active()
+                    seen, lambda: self._closed.is_set() or stream.ended.is_set() or not context.is_active()
                 )
                 if snapshot is None:
                     return
@@ -122,7 +162,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 yield list_and_watch_response(snapshot.units)
                 self._state.note_delivered(snapshot.version)
         finally:
-            self._stream_delta(-1)
+            self._close_stream(stream)
 
     def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
         snapshot = self._state.snapshot

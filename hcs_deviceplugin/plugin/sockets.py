@@ -2,17 +2,21 @@
 
 gRPC core unlinks an existing unix socket path itself when it binds, so a second daemon instance
 would silently steal the first one's socket. We therefore probe first: a path that accepts a
-connection belongs to a live server and is refused; a path that refuses is stale and removed.
+connection belongs to a live server and is refused; a path that refuses is stale and removed, and
+so is a regular file or link squatting on our socket name. A directory there is refused.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import socket
 import stat
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 SOCKET_PREFIX = "hcs-"
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
@@ -61,7 +65,13 @@ def prepare_socket_path(path: Path) -> None:
     if not path.exists() and not path.is_symlink():
         return
     if not is_socket(path):
-        raise SocketInUseError(f"{path} exists and is not a socket; refusing to replace it")
+        if path.is_dir() and not path.is_symlink():
+            raise SocketInUseError(f"{path} is a directory; remove it so the pool can serve")
+        # Our own socket name, but a file or link: nothing can be serving there. Left alone it
+        # would keep the pool down for good, so it goes (with a warning naming it).
+        log.warning("removing %s: a non-socket at our socket path", path)
+        path.unlink()
+        return
     if socket_answers(path):
         raise SocketInUseError(f"{path} is served by another live process")
     remove_socket(path)

@@ -1,0 +1,43 @@
+"""Proving a pool is served, for readiness: a real call on its socket, and a current registration.
+
+A connect alone would succeed while every server worker is pinned (a pool starved by streams), so
+the probe makes the same cheap call kubelet makes first, GetDevicePluginOptions, with a short
+deadline. A registration counts only if it was made to the kubelet.sock that exists now: after a
+kubelet restart kubelet knows nothing of a pool until it registers again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.kubelet.watch import FileIdentity
+from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
+
+
+def probe_pool(socket_path: Path, timeout: float) -> str | None:
+    """None if the socket answers GetDevicePluginOptions within ``timeout``, else why not."""
+    if not socket_path.exists():
+        return f"socket {socket_path.name} is missing"
+    try:
+        with grpc.insecure_channel(f"unix:{socket_path}") as channel:
+            pb_grpc.DevicePluginStub(channel).GetDevicePluginOptions(pb.Empty(), timeout=timeout)
+    except grpc.RpcError as exc:
+        code = exc.code() if isinstance(exc, grpc.Call) else None
+        return f"socket {socket_path.name} does not answer: {code}"
+    return None
+
+
+def pool_serving_problem(status: ServerStatus, current_kubelet: FileIdentity | None) -> str | None:
+    """None if ``status`` says registered with the kubelet.sock whose identity is ``current_kubelet``."""
+    if status.status is not RegistrationStatus.REGISTERED:
+        reason = f"registration {status.status.value}"
+        return f"{reason}: {status.last_error}" if status.last_error else reason
+    if current_kubelet is None:
+        return "kubelet.sock is missing (kubelet not running?)"
+    if status.registered_kubelet != current_kubelet:
+        return "registered with a kubelet.sock that has since been replaced; registering again"
+    return None
