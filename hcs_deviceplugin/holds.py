@@ -7,6 +7,8 @@ admission does not pin a card for ever). Pure functions over plain values.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -79,3 +81,67 @@ def held_cards(
         resource = sorted(per_resource)[0]
         result[card_id] = HeldCard(resource, frozenset(per_resource[resource]))
     return result
+
+
+class HoldBook:
+    """Provisional holds, written by Allocate on gRPC threads and read by the control loop.
+
+    Allocate only appends under this object's own lock (microseconds, never the control loop's
+    state), so answering kubelet never waits for or wakes the control thread. The server applier
+    reads it once more after withdrawing cards and before advertising them elsewhere: an Allocate
+    that got in before the withdrawal is seen there, and one that comes after cannot name the
+    withdrawn units any more. ``version`` changes on every change so readers can skip re-reads.
+    """
+
+    def __init__(self, hold_seconds: float) -> None:
+        self._hold_seconds = hold_seconds
+        self._lock = threading.Lock()
+        self._holds: list[ProvisionalHold] = []
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
+    def add(self, resource: str, unit_ids: frozenset[str], now: float | None = None) -> bool:
+        """Hold ``unit_ids`` under ``resource``; True if that holds something not already held.
+
+        Kubelet may call Allocate for the same ids again (init containers, retries): that only
+        refreshes the expiry of the existing hold.
+        """
+        now = time.monotonic() if now is None else now
+        hold = ProvisionalHold(resource, unit_ids, now, now + self._hold_seconds)
+        with self._lock:
+            self._version += 1
+            for i, existing in enumerate(self._holds):
+                if existing.resource == resource and existing.unit_ids == unit_ids:
+                    self._holds[i] = hold
+                    return False
+            self._holds.append(hold)
+            return True
+
+    def restore(self, holds: list[ProvisionalHold]) -> None:
+        """Take back holds persisted by a previous run (their times already on our clock)."""
+        with self._lock:
+            self._holds.extend(holds)
+            self._version += 1
+
+    def active(self, now: float) -> list[ProvisionalHold]:
+        """Unexpired holds (expired ones are dropped for good)."""
+        with self._lock:
+            kept = [h for h in self._holds if h.expires > now]
+            if len(kept) != len(self._holds):
+                self._holds = kept
+                self._version += 1
+            return list(kept)
+
+    def settle(self, listed: Mapping[str, frozenset[str]], listed_at: float, settle_seconds: float) -> bool:
+        """Apply :func:`settle_provisional` for a List that started at ``listed_at``; True if changed."""
+        with self._lock:
+            kept = settle_provisional(self._holds, listed, listed_at, settle_seconds)
+            if len(kept) == len(self._holds):
+                return False
+            self._holds = kept
+            self._version += 1
+            return True

@@ -55,6 +55,8 @@ class Desired:
     assignment: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     conflicts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     draining: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+    awaiting: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """card id → the pool that wants it, for cards held back until pod-resources says what is held."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ def desired_state(
     health: Mapping[str, Health] | None = None,
     previous_assignment: Mapping[str, str] | None = None,
     held: Mapping[str, HeldCard] | None = None,
+    blocked: frozenset[str] = frozenset(),
 ) -> Desired:
     """Decide which pool serves which card, and the units each pool advertises.
 
@@ -99,7 +102,8 @@ def desired_state(
     card id → pool that served it before (conflicts keep it there). ``held`` maps card id → what a
     running container holds of it; such a card goes only to a pool that would advertise it under the
     same resource with the held unit ids, otherwise it drains (``draining``: card → (held resource,
-    wanted pool)).
+    wanted pool)). ``blocked`` cards go nowhere (``awaiting``): after a restart, cards whose holders
+    nobody can vouch for until pod-resources answers.
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
@@ -111,6 +115,7 @@ def desired_state(
     assignment: dict[str, str] = {}
     conflicts: dict[str, tuple[str, ...]] = {}
     draining: dict[str, tuple[str, str]] = {}
+    awaiting: dict[str, str] = {}
     for card_id, claimants in claims.items():
         target: str | None = claimants[0]
         if len(claimants) > 1:
@@ -118,6 +123,9 @@ def desired_state(
             before = previous_assignment.get(card_id)
             target = before if before in claimants else None
         if target is None:
+            continue
+        if card_id in blocked:
+            awaiting[card_id] = target
             continue
         holder = held.get(card_id)
         if holder is not None:
@@ -151,6 +159,7 @@ def desired_state(
         assignment=MappingProxyType(assignment),
         conflicts=MappingProxyType(conflicts),
         draining=MappingProxyType(draining),
+        awaiting=MappingProxyType(awaiting),
     )
 
 

@@ -1,0 +1,472 @@
+"""The daemon: wires the control loop to the backend supervisor, the poller and the server applier.
+
+Threads and what each may block on:
+
+* **control loop** (``daemon-control``) — the only writer of :class:`NodeState`. It folds batches of
+  events (pure), computes the desired pools (pure), hands layouts to the supervisor and the desired
+  state to the applier, and publishes an immutable view. It never calls a backend, stops a server or
+  waits for a delivery, so a slow vendor cannot delay health events, probes or another pool.
+* **backend supervisor** (``health-*``, ``layout-*``) — every vendor call (see supervisor.py).
+* **pod-resources poller** (``pod-resources``) — kubelet's List, coalesced (kubelet/poller.py).
+* **server applier** (``server-applier``) — server starts, stops and delivery waits (applier.py).
+* **kubelet watcher** — kubelet.sock re-created or our sockets removed: tells the servers directly.
+
+Probes, metrics, the report and tests read :meth:`Daemon.view`, built from published immutable values
+without any lock that the control loop holds while working.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from hcs_deviceplugin.allocation.topology import Topology
+from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.daemon.applier import ApplyJob, ServerApplier
+from hcs_deviceplugin.daemon.events import Event, HeldListed, PoolsChanged, Recompute, Stop
+from hcs_deviceplugin.daemon.state import NodeState, Transition, fold, start_layouts
+from hcs_deviceplugin.daemon.supervisor import BackendSupervisor
+from hcs_deviceplugin.daemon.types import (
+    DaemonConfig,
+    DaemonObserver,
+    DaemonView,
+    InterceptorsFor,
+    PoolSource,
+    PoolSourceFactory,
+    PoolView,
+)
+from hcs_deviceplugin.holds import HoldBook, held_cards
+from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
+from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
+from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
+from hcs_deviceplugin.layouts import layout_requests
+from hcs_deviceplugin.model import Card, ContainerEdits, Health, LinkMatrix, Pool, PoolSet, Unit
+from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, desired_state
+from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
+
+log = logging.getLogger(__name__)
+
+STALL_SECONDS = 30.0
+"""An event waiting this long for the control loop means it is wedged (a liveness failure)."""
+SHUTDOWN_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class _Published:
+    """What the control loop last published, for views."""
+
+    state: NodeState = field(default_factory=NodeState)
+    desired: Desired = field(default_factory=Desired)
+    held: Mapping[str, HeldCard] = field(default_factory=lambda: MappingProxyType({}))
+    waiting_for: str = "starting"
+
+
+class Daemon:
+    """Serve every pool of ``PoolSet`` × inventory of ``backends`` to kubelet, live."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        backends: Mapping[str, Backend],
+        absent_backends: Mapping[str, str] | None = None,
+        initial_pools: PoolSet | None = None,
+        observer: DaemonObserver | None = None,
+        interceptors_for: InterceptorsFor | None = None,
+    ) -> None:
+        self.config = config
+        self._observer = observer
+        self._interceptors_for = interceptors_for
+        self._backends = dict(backends)
+        self._absent = MappingProxyType(dict(absent_backends or {}))
+        self._events: queue.Queue[tuple[float, Event]] = queue.Queue()
+        self._changed = threading.Condition(threading.Lock())
+        self._generation = 0
+        self._state = NodeState(poolset=initial_pools or PoolSet())
+        self._desired = Desired()
+        self._published = _Published(self._state)
+        self._holds = HoldBook(config.provisional_hold_seconds)
+        self._holds_seen = -1
+        self._store = RestartStateStore(config.state_dir)
+        self._records: Mapping[str, HeldCard] = {}
+        self._stop = threading.Event()
+        self._first_apply = threading.Event()
+        self._first_listing = threading.Event()
+        self._oldest_pending = 0.0
+        self._threads: list[threading.Thread] = []
+        self._sources: list[PoolSource] = []
+        self._lock = PluginDirLock(config.plugin_dir)
+        self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
+        self.applier = ServerApplier(
+            self._new_server,
+            self._holds,
+            self._store,
+            config.delivery_wait,
+            on_change=self._notify,
+            on_skipped=lambda reason: self._post(Recompute(reason)),
+        )
+        self._poller = (
+            PodResourcesPoller(config.pod_resources_socket, config.pod_resources_interval, self._listed)
+            if config.pod_resources_socket is not None
+            else None
+        )
+        self._watcher = KubeletWatcher(
+            config.plugin_dir,
+            on_restart=self._kubelet_restarted,
+            on_tick=self._check_sockets,
+            kubelet_socket_name=config.kubelet_socket_name,
+        )
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def add_source(self, factory: PoolSourceFactory) -> None:
+        """Attach a pool source; it reports through :meth:`set_pools`. Call before :meth:`start`."""
+        self._sources.append(factory(self.set_pools))
+
+    def set_pools(self, poolset: PoolSet, errors: Sequence[object] = ()) -> None:
+        """A source's new PoolSet (already validated; ``errors`` are what it rejected)."""
+        self._post(PoolsChanged(poolset, tuple(str(e) for e in errors)))
+
+    def start(self, first_apply_wait: float = 10.0, cancel: threading.Event | None = None) -> None:
+        """Take the plugin-dir lock, discover, read what is held, serve; returns after the first apply.
+
+        Setting ``cancel`` (or calling :meth:`stop`) while another instance holds the lock makes
+        this return without serving anything.
+        """
+        self.config.plugin_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.lock_plugin_dir:
+            self._publish(waiting_for=f"waiting for the lock {self._lock.path} (another instance serves)")
+            if not self._lock.acquire(cancel or self._stop, also=self._stop):
+                return
+        restored = self._store.load()
+        self._records = restored.cards
+        self._holds.restore(list(restored.holds))
+        self._publish(waiting_for="discovering")
+        for source in self._sources:
+            source.start()
+        self._supervisor.start()
+        self._threads.extend(self._supervisor.threads)
+        pending = self._supervisor.wait_discovered(self.config.initial_discovery_wait)
+        if pending:
+            log.warning("backends %s still discovering; their pools fill in when they answer", pending)
+        if self._poller is not None:
+            self._poller.start()
+            self._threads.append(self._poller.thread)
+            if not self._first_listing.wait(self.config.initial_pod_resources_wait):
+                log.warning(
+                    "pod-resources has not answered yet: each card stays in the pool it was last in "
+                    "(or unserved) until it does"
+                )
+        self.applier.start()
+        self._threads.append(self.applier.thread)
+        control = threading.Thread(target=self._control_loop, name="daemon-control", daemon=True)
+        self._threads.append(control)
+        self._post(Recompute("start"))
+        control.start()
+        self._watcher.start()
+        if self._first_apply.wait(first_apply_wait):
+            self.applier.wait_idle(first_apply_wait)
+
+    def stop(self) -> None:
+        """Remove every socket at once, then stop the rest; registrations are left for kubelet to expire.
+
+        A daemon shutdown does not drain: a restarting daemon must not make kubelet forget devices
+        that pods hold. Sockets go first and in parallel, so SIGTERM is served in milliseconds even
+        while kubelet hangs.
+        """
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._events.put((time.monotonic(), Stop()))
+        servers = self.applier.shutdown()
+        stoppers = [
+            threading.Thread(target=server.stop, kwargs={"drain": False}, daemon=True) for server in servers
+        ]
+        for thread in stoppers:
+            thread.start()
+        deadline = time.monotonic() + SHUTDOWN_WAIT
+        for thread in stoppers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._watcher.stop()
+        if self._poller is not None:
+            self._poller.stop()
+        self._supervisor.stop()
+        for source in self._sources:
+            source.stop()
+        for name, backend in self._backends.items():
+            close_backend(name, backend)
+        self._lock.release()
+        self._notify()
+
+    def view(self) -> DaemonView:
+        """A snapshot from published values; never waits for the control loop."""
+        published = self._published
+        state = published.state
+        applied = self.applier.applied_desired
+        pools = {}
+        for name, server in self.applier.servers.items():
+            snapshot = server.state.snapshot
+            pools[name] = PoolView(snapshot.pool, snapshot.units, server.status())
+        cards = tuple(
+            _with_health(card, state.health) for card in sorted(state.inventory().cards, key=_card_id)
+        )
+        return DaemonView(
+            cards=cards,
+            pools=MappingProxyType(pools),
+            conflicts=applied.conflicts,
+            draining=applied.draining,
+            held=published.held,
+            layout_errors=tuple(m for m in state.layout_attempts.values() if m),
+            config_errors=state.config_errors,
+            absent_backends=self._absent,
+            failed_backends=state.failed,
+            applied_changes=self.applier.applied_changes,
+            awaiting=applied.awaiting,
+            pod_resources_error=self._poller.last_error if self._poller is not None else "",
+            waiting_for=published.waiting_for,
+        )
+
+    def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:
+        """Block until ``predicate(view)`` holds; TimeoutError naming ``what`` otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                seen = self._generation
+            view = self.view()
+            if predicate(view):
+                return view
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
+            with self._changed:
+                self._changed.wait_for(lambda seen=seen: self._generation != seen, min(remaining, 0.5))  # type: ignore[misc]
+
+    def thread_liveness(self) -> dict[str, bool]:
+        """Thread name → alive, for every long-lived thread the daemon started (read by /healthz)."""
+        return {thread.name: thread.is_alive() for thread in self._threads}
+
+    def stalled(self) -> list[str]:
+        """Why the control loop looks wedged (an event waiting over STALL_SECONDS), for /healthz."""
+        oldest = self._oldest_pending
+        if oldest and time.monotonic() - oldest > STALL_SECONDS:
+            return [f"control loop has not taken an event for {time.monotonic() - oldest:.0f}s"]
+        return []
+
+    def links(self) -> LinkMatrix:
+        """Card-to-card links of every backend, merged (for the node report and the allocator)."""
+        return self._published.state.inventory().links
+
+    def server(self, pool_name: str) -> PluginServer:
+        return self.applier.servers[pool_name]
+
+    def edits_for(self, pool: Pool, units: Sequence[Unit]) -> ContainerEdits:
+        """ContainerEdits for units of one pool, asking each owning backend for its own units."""
+        by_backend: dict[str, list[Unit]] = {}
+        for unit in units:
+            by_backend.setdefault(unit.backend, []).append(unit)
+        edits = ContainerEdits()
+        for name, group in by_backend.items():
+            edits = edits.merged(self._backends[name].container_edits(group, pool.options))
+        return edits
+
+    # -- inputs from other threads -------------------------------------------------------------------
+
+    def _post(self, event: Event) -> None:
+        self._events.put((time.monotonic(), event))
+
+    def _listed(self, held: Mapping[str, frozenset[str]], started_at: float) -> None:
+        self._post(HeldListed(held, started_at))
+        self._first_listing.set()
+
+    def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> None:
+        """On a gRPC thread, after an Allocate answer: hold the ids, ask for a pod-resources read."""
+        self._holds.add(resource, frozenset(unit_ids))
+        if self._poller is not None:
+            self._poller.poke()
+        else:
+            self._post(Recompute("allocated"))
+
+    def _kubelet_restarted(self) -> None:
+        identity = file_identity(self.config.plugin_dir / self.config.kubelet_socket_name)
+        for server in self.applier.servers.values():
+            server.request_restart("kubelet.sock re-created", kubelet_identity=identity)
+
+    def _check_sockets(self) -> None:
+        for server in self.applier.servers.values():
+            server.check_socket()
+
+    # -- control loop --------------------------------------------------------------------------------
+
+    def _control_loop(self) -> None:
+        while True:
+            posted, first = self._events.get()
+            self._oldest_pending = posted
+            batch = [first]
+            while True:
+                try:
+                    batch.append(self._events.get_nowait()[1])
+                except queue.Empty:
+                    break
+            if any(isinstance(e, Stop) for e in batch):
+                return
+            try:
+                self._handle(batch)
+            except Exception:
+                log.exception("control loop failed to apply %d event(s); state kept", len(batch))
+            finally:
+                self._oldest_pending = 0.0
+
+    def _handle(self, batch: list[Event]) -> None:
+        state = self._state
+        changed = False
+        for event in batch:
+            folded = fold(state, event)
+            state = folded.state
+            changed |= folded.changed
+            for transition in folded.transitions:
+                self._report(transition)
+            if folded.listed_at is not None:
+                changed |= self._holds.settle(
+                    state.listed_held, folded.listed_at, self.config.allocation_settle_seconds
+                )
+        holds_version = self._holds.version
+        changed |= holds_version != self._holds_seen
+        self._state = state
+        if changed:
+            self._holds_seen = holds_version
+            self._recompute()
+        self._first_apply.set()
+
+    def _report(self, transition: Transition) -> None:
+        if self._observer is not None:
+            self._observer.health_transition(transition.device_id, transition.health.value)
+        level = logging.WARNING if transition.health is Health.UNHEALTHY else logging.INFO
+        log.log(
+            level,
+            "%s %s is %s: %s",
+            transition.backend,
+            transition.device_id,
+            transition.health.value,
+            transition.reason,
+        )
+
+    def _recompute(self) -> None:
+        state = self._state
+        inventory = state.inventory()
+        now = time.monotonic()
+        provisional = self._holds.active(now)
+        held = held_cards(inventory, state.listed_held, provisional, now)
+        blocked: frozenset[str] = frozenset()
+        if self._poller is not None and not state.held_known:
+            held, blocked = restart_holds(self._records, [c.id for c in inventory.cards], held)
+        attempted = set(state.layout_attempts) | set(state.layouts_running)
+        requests = layout_requests(
+            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted
+        )
+        cards = {c.id: c for c in inventory.cards}
+        for request in requests:
+            self._supervisor.lay_out(request, cards[request.card_id])
+        if requests:
+            state = start_layouts(state, frozenset((r.card_id, r.profile) for r in requests))
+            self._state = state
+        desired = desired_state(
+            state.poolset,
+            inventory,
+            self.config.node_name,
+            health=state.health,
+            previous_assignment=self._desired.assignment,
+            held=held,
+            blocked=blocked,
+        )
+        _log_changes(self._desired, desired)
+        self._desired = desired
+        self.applier.submit(ApplyJob(desired, inventory, state.listed_held))
+        self._store.save_holds(provisional)
+        self._publish(held=held, waiting_for="")
+
+    def _publish(self, held: Mapping[str, HeldCard] | None = None, waiting_for: str | None = None) -> None:
+        old = self._published
+        self._published = _Published(
+            self._state,
+            self._desired,
+            MappingProxyType(dict(held)) if held is not None else old.held,
+            old.waiting_for if waiting_for is None else waiting_for,
+        )
+        self._notify()
+
+    # -- servers ---------------------------------------------------------------------------------
+
+    def _new_server(self, want: DesiredPool, topology: Topology) -> PluginServer:
+        resource = want.pool.resource_name
+        pool_name = want.pool.name
+
+        def on_allocate(_pool: str, ids: Sequence[str]) -> None:
+            self._on_allocate(resource, ids)
+
+        def on_registered(count: int) -> None:
+            if count > 1 and self._observer is not None:
+                self._observer.reregistration(pool_name)
+
+        server = PluginServer(
+            want.pool,
+            want.units,
+            self.config.plugin_dir,
+            self.edits_for,
+            kubelet_socket=self.config.plugin_dir / self.config.kubelet_socket_name,
+            on_allocate=on_allocate,
+            on_status=self._notify,
+            backoff=self.config.registration_backoff,
+            interceptors=self._interceptors_for(pool_name) if self._interceptors_for else (),
+            topology=topology,
+            on_registered=on_registered,
+        )
+        server.start()
+        return server
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+
+def _log_changes(before: Desired, after: Desired) -> None:
+    for card_id, claimants in after.conflicts.items():
+        if card_id not in before.conflicts:
+            log.error(
+                "card %s is claimed by pools %s: neither new claimant gets it", card_id, list(claimants)
+            )
+    for card_id, (holder, wanted) in after.draining.items():
+        if before.draining.get(card_id) != (holder, wanted):
+            log.warning(
+                "card %s draining: held under %s, goes to pool %s once released", card_id, holder, wanted
+            )
+    for card_id in set(before.draining) - set(after.draining):
+        log.info("card %s released: draining over", card_id)
+    for card_id, wanted in after.awaiting.items():
+        if card_id not in before.awaiting:
+            log.warning("card %s waits for pod-resources before pool %s may advertise it", card_id, wanted)
+
+
+def close_backend(name: str, backend: Backend) -> None:
+    """Release a backend's library handles if it has an optional ``close()`` (see backend.py)."""
+    close = getattr(backend, "close", None)
+    if not callable(close):
+        return
+    try:
+        close()
+    except Exception:
+        log.exception("backend %s failed to close", name)
+
+
+def _card_id(card: Card) -> str:
+    return card.id
+
+
+def _with_health(card: Card, health: Mapping[str, Health]) -> Card:
+    wanted = health.get(card.id, card.health)
+    return card if wanted is card.health else replace(card, health=wanted)

@@ -1,0 +1,92 @@
+"""What the daemon is configured with and what it shows: config, observer hooks, published views."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
+
+import grpc
+
+from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
+from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
+from hcs_deviceplugin.reconciler import HeldCard
+
+
+class PoolSource(Protocol):
+    """Something that delivers PoolSets (mounted directory, API watch); started and stopped by us."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class DaemonObserver(Protocol):
+    """Receives the events metrics count; keeps the daemon free of any metrics library."""
+
+    def health_transition(self, card: str, to: str) -> None: ...
+
+    def reregistration(self, pool: str) -> None: ...
+
+
+InterceptorsFor = Callable[[str], Sequence["grpc.ServerInterceptor[Any, Any]"]]
+
+PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Where the daemon talks to kubelet, what node it is on, and its timings.
+
+    ``state_dir`` None keeps the restart state in memory only (tests); the chart mounts a hostPath.
+    ``lock_plugin_dir`` takes the one-daemon-per-directory flock at start.
+    """
+
+    plugin_dir: Path
+    node_name: str
+    kubelet_socket_name: str = "kubelet.sock"
+    pod_resources_socket: Path | None = None
+    pod_resources_interval: float = 5.0
+    provisional_hold_seconds: float = 30.0
+    allocation_settle_seconds: float = 2.0
+    delivery_wait: float = 1.0
+    backend_retry: Backoff = field(default_factory=lambda: Backoff(initial=0.5, maximum=30.0))
+    registration_backoff: Backoff = field(default_factory=Backoff)
+    state_dir: Path | None = None
+    lock_plugin_dir: bool = True
+    initial_discovery_wait: float = 10.0
+    initial_pod_resources_wait: float = 1.0
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One served pool as the report, the live view and tests see it."""
+
+    pool: Pool
+    units: tuple[Unit, ...]
+    server: ServerStatus
+
+
+@dataclass(frozen=True)
+class DaemonView:
+    """A consistent snapshot of the whole daemon, built from published immutable values."""
+
+    cards: tuple[Card, ...]
+    pools: Mapping[str, PoolView]
+    conflicts: Mapping[str, tuple[str, ...]]
+    draining: Mapping[str, tuple[str, str]]
+    held: Mapping[str, HeldCard]
+    layout_errors: tuple[str, ...]
+    config_errors: tuple[str, ...]
+    absent_backends: Mapping[str, str]
+    failed_backends: Mapping[str, str]
+    applied_changes: int
+    awaiting: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    pod_resources_error: str = ""
+    waiting_for: str = ""
+    """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
+
+    def all_registered(self) -> bool:
+        return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

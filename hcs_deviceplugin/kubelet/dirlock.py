@@ -1,0 +1,72 @@
+"""One daemon per kubelet device-plugins directory: an exclusive flock on a file there.
+
+Two instances on one directory (a force-deleted pod whose process still runs, a second release)
+would unlink and rebind each other's sockets and register over each other. The second one instead
+waits for the lock, saying who holds it, and takes over only when the first has exited: the kernel
+releases a flock when its holder dies, even by SIGKILL. Kubelet removes only sockets from the
+directory, so the lock file survives kubelet restarts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".hcs-deviceplugin.lock"
+
+
+class PluginDirLock:
+    """``acquire`` blocks until the lock is ours (or ``stop`` is set); ``release`` gives it back."""
+
+    def __init__(self, plugin_dir: Path, log_every: float = 10.0) -> None:
+        self.path = plugin_dir / LOCK_NAME
+        self._log_every = log_every
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, stop: threading.Event, poll: float = 0.05, also: threading.Event | None = None) -> bool:
+        """Take the lock; False if ``stop`` (or ``also``) was set first. Logs the holder's pid meanwhile."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        next_log = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                if now >= next_log:
+                    log.warning(
+                        "another hcs-deviceplugin (pid %s) serves %s; waiting for it to exit",
+                        _holder(fd) or "unknown",
+                        self.path.parent,
+                    )
+                    next_log = now + self._log_every
+                if stop.wait(poll) or (also is not None and also.is_set()):
+                    os.close(fd)
+                    return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing drops the flock; the file stays for the next instance
+
+
+def _holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
