@@ -7,6 +7,7 @@ The names of hardware vendors never appear here: ``run`` enables every installed
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_l
 
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 DEFAULT_POOLS_DIR = Path("/etc/hcs-deviceplugin/pools")
+DEFAULT_STATE_DIR = Path("/var/lib/hcs-deviceplugin")
 SIMULATED_BACKEND = "simulated"
 
 
@@ -58,6 +60,12 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="kubelet pod-resources socket, to learn which devices running containers hold",
     )
     run.add_argument("--pod-resources-interval", type=float, default=5.0, help="seconds between polls")
+    run.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help="where the daemon remembers which pool advertised each card, for a safe restart",
+    )
     run.add_argument("--backend-option", action="append", default=[], metavar="NAME.KEY=VALUE")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--log-level", default="info")
@@ -134,20 +142,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def wait_for_signal() -> int:
-    """Block until SIGTERM or SIGINT; returns the signal number."""
-    received: list[int] = []
-    done = threading.Event()
+class SignalWaiter:
+    """SIGTERM and SIGINT end the run; SIGHUP is logged and ignored.
 
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-        done.set()
+    Installed before anything starts, so a signal during a long start (waiting for another
+    instance's lock) is honoured: ``stopping`` is set at once and the start gives up. SIGHUP would
+    otherwise kill the process without cleanup; there is nothing to reload, because pools already
+    follow the ConfigMap live.
+    """
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    while not done.wait(1.0):
-        pass
-    return received[0]
+    def __init__(self, stopping: threading.Event) -> None:
+        self.stopping = stopping
+        self.received: list[int] = []
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGHUP, self._hangup)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        self.stopping.set()
+
+    @staticmethod
+    def _hangup(_signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger("hcs_deviceplugin").info(
+            "SIGHUP ignored: pools follow the ConfigMap live, there is nothing to reload"
+        )
+
+    def wait(self) -> int:
+        """Block until SIGTERM or SIGINT; returns the signal number."""
+        while not self.stopping.wait(1.0):
+            pass
+        return self.received[0] if self.received else signal.SIGTERM
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -190,6 +215,7 @@ def command_run(args: argparse.Namespace) -> int:
             node_name=args.node_name,
             pod_resources_socket=args.pod_resources_socket,
             pod_resources_interval=args.pod_resources_interval,
+            state_dir=args.state_dir,
             backend_options=options,
             metrics_address=args.metrics_address,
             metrics_port=args.metrics_port,
@@ -198,9 +224,10 @@ def command_run(args: argparse.Namespace) -> int:
             gpu_type_label=args.gpu_type_label,
         )
     )
+    signals = SignalWaiter(runner.stop_event)
     runner.start()
-    wait_for_signal()
-    runner.stop()
+    signum = signals.wait()
+    runner.stop(signal.Signals(signum).name)
     return 0
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.model import PoolSet
@@ -50,6 +52,7 @@ class RunSettings:
     node_name: str
     pod_resources_socket: Path | None
     pod_resources_interval: float
+    state_dir: Path | None = None
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
@@ -96,6 +99,7 @@ class Runner:
             )
         self.settings = settings
         self.stop_event = threading.Event()
+        self._started = time.monotonic()
         self.metrics = Metrics()
         observer = _HealthPoke(self.metrics)
         self.backends: LoadedBackends = load_backends(
@@ -112,6 +116,7 @@ class Runner:
                 node_name=settings.node_name,
                 pod_resources_socket=settings.pod_resources_socket,
                 pod_resources_interval=settings.pod_resources_interval,
+                state_dir=settings.state_dir,
             ),
             self.backends.running,
             absent_backends=self.backends.absent,
@@ -175,23 +180,36 @@ class Runner:
         self.daemon.set_pools(poolset, errors)
 
     def start(self) -> None:
-        self.daemon.start()
+        """Probes first (they say why nothing is served yet), then the daemon, then the labeler."""
+        self._started = time.monotonic()
         self.http.start()
+        self.daemon.start(cancel=self.stop_event)
+        if self.stop_event.is_set():
+            return
         if self.labeler is not None:
             self.labeler.start()  # after discovery, so its first round labels what the node has
+        view = self.daemon.view()
         log.info(
-            "serving: %d backend(s) running, %d absent; metrics on %s:%d",
-            len(self.backends.running),
-            len(self.backends.absent),
+            "hcs-deviceplugin %s started in %.0f ms: backends %s running, %s absent; pools %s; "
+            "plugin dir %s; metrics on %s:%d",
+            __version__,
+            (time.monotonic() - self._started) * 1000,
+            sorted(self.backends.running) or "none",
+            sorted(self.backends.absent) or "none",
+            sorted(view.pools) or "none",
+            self.settings.plugin_dir,
             self.settings.metrics_address,
             self.http.port,
         )
 
-    def stop(self) -> None:
+    def stop(self, why: str = "stop requested") -> None:
+        """Sockets first (the daemon), then everything else; one line says how long it took."""
+        began = time.monotonic()
         self.stop_event.set()
+        self.daemon.stop()
         if self.labeler is not None:
             self.labeler.stop(2.0)  # labels stay on the Node: see observability/nodelabels.py
         self.http.stop()
-        self.daemon.stop()
         if self._events is not None:
             self._events.close(2.0)
+        log.info("hcs-deviceplugin stopped (%s) in %.0f ms", why, (time.monotonic() - began) * 1000)

@@ -78,7 +78,9 @@ class ObservabilityServer:
         httpd = ThreadingHTTPServer((self.host, self._requested_port), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="observability-http", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="observability-http", daemon=True
+        )
         self._thread.start()
         log.info("observability endpoints on %s (/metrics /healthz /readyz /report)", self.url)
 
@@ -100,7 +102,8 @@ class ObservabilityServer:
         return (200, "ok\n") if ok else (503, reason + "\n")
 
     def readyz(self) -> tuple[int, str]:
-        ready, reasons = readiness(self.daemon.view())
+        config = self.daemon.config
+        ready, reasons = readiness(self.daemon.view(), config.plugin_dir / config.kubelet_socket_name)
         return (200, "ok\n") if ready else (503, "".join(r + "\n" for r in reasons))
 
     def report(self) -> dict[str, Any]:

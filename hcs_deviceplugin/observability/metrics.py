@@ -125,6 +125,10 @@ class ViewCollector:
         draining = GaugeMetricFamily(
             "hcs_cards_draining", "Cards waiting for a container to release them before they change pool."
         )
+        awaiting = GaugeMetricFamily(
+            "hcs_cards_awaiting_pod_resources",
+            "Cards held back after a restart until pod-resources says what running containers hold.",
+        )
         conflicts = GaugeMetricFamily(
             "hcs_card_conflicts", "Cards claimed by more than one pool (no new claimant gets them)."
         )
@@ -161,6 +165,7 @@ class ViewCollector:
                     1 if card.health is Health.HEALTHY else 0,
                 )
             draining.add_metric([], len(view.draining))
+            awaiting.add_metric([], len(view.awaiting))
             conflicts.add_metric([], len(view.conflicts))
             for backend, (state, reason) in backend_states(view).items():
                 backend_up.add_metric([backend], 1 if state == "running" else 0)
@@ -173,6 +178,7 @@ class ViewCollector:
             healthy,
             allocated,
             registered,
+            awaiting,
             registrations,
             card_healthy,
             draining,

@@ -3,12 +3,16 @@
 The two answer different questions and so fail for different reasons:
 
 * **Alive** — is the process still doing its job at all? Kubernetes restarts the pod when not, so it
-  must fail only for what a restart fixes: the daemon's state lock never released (the control loop
-  is wedged), a thread of the daemon dead, or a pool server stopped while the daemon still lists it.
+  must fail only for what a restart fixes: the daemon's view not readable, its control loop not
+  taking events for long (wedged), a thread of the daemon dead, or a pool server stopped while the
+  daemon still lists it.
   A kubelet that is down, or a bad ConfigMap, is *not* a liveness failure: a restart cannot fix
   either, and restarting would only drop the pools that still work.
-* **Ready** — is every pool registered with kubelet and the pool config applied as written? This gates
-  a DaemonSet rollout and tells an operator where to look; it never causes a restart.
+* **Ready** — is every pool that should be served actually served, and the pool config applied as
+  written? Served means proven, not assumed: the pool's socket answers a real gRPC call now, and its
+  last successful Register was made to the kubelet.sock that exists now (a kubelet restart since
+  then means kubelet no longer knows the pool). This gates a DaemonSet rollout and tells an operator
+  where to look; it never causes a restart.
 
 Thread liveness needs the daemon's help: if it has a ``thread_liveness() -> Mapping[str, bool]``
 method (thread name → alive; see the README for the hook) it is used, otherwise only the lock and
@@ -19,14 +23,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 from hcs_deviceplugin.daemon import DaemonView
-from hcs_deviceplugin.plugin.server import RegistrationStatus
+from hcs_deviceplugin.kubelet.watch import FileIdentity, file_identity
+from hcs_deviceplugin.plugin.probe import pool_serving_problem, probe_pool
+from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
 
 DEFAULT_TIMEOUT = 2.0
-"""Seconds the state lock may stay taken before we call the daemon stuck. An apply holds it while it
-waits for streams to take a shrunk list (``delivery_wait``, 1 s by default), so it must be longer."""
+"""Seconds a view may take before we call the daemon stuck (views read published values: microseconds)."""
 
 
 class Viewable(Protocol):
@@ -40,19 +46,46 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def readiness(view: DaemonView) -> tuple[bool, list[str]]:
-    """(ready, reasons): one reason per unregistered pool, one per config error in effect."""
+PROBE_TIMEOUT = 1.0
+"""Seconds one pool's socket has to answer GetDevicePluginOptions during a readiness check."""
+
+
+def readiness(
+    view: DaemonView,
+    kubelet_socket: Path | None = None,
+    probe_timeout: float = PROBE_TIMEOUT,
+) -> tuple[bool, list[str]]:
+    """(ready, reasons): one reason per pool not proven served, one per config error in effect.
+
+    With ``kubelet_socket`` each registered pool is also probed over its socket and its registration
+    checked against the current kubelet.sock; without it only the recorded status is used.
+    """
     reasons: list[str] = []
+    if view.waiting_for:
+        reasons.append(f"daemon: {one_line(view.waiting_for)}")
+    current: FileIdentity | None = file_identity(kubelet_socket) if kubelet_socket is not None else None
     for name, pool_view in sorted(view.pools.items()):
-        server = pool_view.server
-        if server.status is RegistrationStatus.REGISTERED:
-            continue
-        reason = f"pool {name}: registration {server.status.value}"
-        if server.last_error:
-            reason += f": {one_line(server.last_error)}"
-        reasons.append(reason)
+        problem = _pool_problem(pool_view.server, kubelet_socket, current, probe_timeout)
+        if problem:
+            reasons.append(f"pool {name}: {one_line(problem)}")
+    if view.awaiting:
+        reasons.append(
+            f"{len(view.awaiting)} card(s) held back until pod-resources answers: "
+            f"{one_line(view.pod_resources_error) or 'no answer yet'}"
+        )
     reasons += [f"config: {one_line(error)}" for error in view.config_errors]
     return not reasons, reasons
+
+
+def _pool_problem(
+    server: ServerStatus, kubelet_socket: Path | None, current: FileIdentity | None, timeout: float
+) -> str | None:
+    if server.status is not RegistrationStatus.REGISTERED:
+        reason = f"registration {server.status.value}"
+        return f"{reason}: {server.last_error}" if server.last_error else reason
+    if kubelet_socket is None:
+        return None
+    return pool_serving_problem(server, current) or probe_pool(Path(server.socket), timeout)
 
 
 def view_problems(view: DaemonView) -> list[str]:
@@ -62,6 +95,15 @@ def view_problems(view: DaemonView) -> list[str]:
         for name, pool_view in sorted(view.pools.items())
         if pool_view.server.status is RegistrationStatus.STOPPED
     ]
+
+
+def stalled(daemon: object) -> list[str]:
+    """Why the daemon's control loop looks wedged, if it reports that (optional hook)."""
+    check = getattr(daemon, "stalled", None)
+    if not callable(check):
+        return []
+    reasons: list[str] = check()
+    return reasons
 
 
 def dead_threads(daemon: object) -> list[str]:
@@ -113,6 +155,7 @@ class LivenessProbe:
         dead = dead_threads(self._daemon)
         if dead:
             problems.append(f"daemon thread(s) not running: {', '.join(dead)}")
+        problems += stalled(self._daemon)
         return not problems, "; ".join(problems) or "ok"
 
     def _take_view(self, views: list[DaemonView], errors: list[Exception]) -> None:

@@ -80,9 +80,9 @@ def command_simulate(args: argparse.Namespace) -> int:
             if not live:
                 print(render(daemon.view(), kubelet, scenario.log))
                 print("\nscenario done; the daemon keeps serving. Ctrl-C to stop.", flush=True)
-            from hcs_deviceplugin.cli import wait_for_signal
+            from hcs_deviceplugin.cli import SignalWaiter
 
-            wait_for_signal()
+            SignalWaiter(threading.Event()).wait()
         stop.set()
         daemon.stop()
         kubelet.stop()

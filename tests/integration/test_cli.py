@@ -74,7 +74,7 @@ def http_get(url: str) -> tuple[int, str]:
 def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
     root = Path(tempfile.mkdtemp(prefix="hcs", dir="/tmp"))
     port = free_port()
-    kubelet = KubeletSimulator(root / "dp")
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
     write_configmap_volume(root / "pools", {"pools.yaml": pool_doc(card_pool("train", H100[0]))})
     proc = subprocess.Popen(
@@ -97,6 +97,8 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
             str(port),
             "--pod-resources-socket",
             str(root / "pr.sock"),
+            "--state-dir",
+            str(root / "state"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -127,6 +129,9 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
         assert not (root / "dp" / "hcs-gpu.deckhouse.io_train.sock").exists()
         assert (root / "dp" / "kubelet.sock").is_socket(), "kubelet's socket is not ours to remove"
         assert '"level": "info"' in stderr
+        assert "hcs-deviceplugin 0.1.0 started in" in stderr and "pools ['train']" in stderr
+        assert "hcs-deviceplugin stopped (SIGTERM) in" in stderr
+        assert (root / "state" / "state.json").is_file()
         kubelet.wait_for(lambda k: not k.resource(resource("train")).connected, WAIT, "stream closed")
     finally:
         if proc.poll() is None:

@@ -55,7 +55,11 @@ def test_plugin_registers_once_kubelet_appears(node: Node) -> None:
     )
     node.kubelet.start()
     node.wait_registered("train")
-    assert node.kubelet.resource(resource("train")).healthy == {H100[0]}
+    # No pod-resources either until kubelet came: the card waited for its first read (restart
+    # safety), and joins the pool's stream right after it.
+    node.kubelet.wait_for(
+        lambda k: k.resource(resource("train")).healthy == {H100[0]}, WAIT, "card advertised"
+    )
 
 
 def test_removed_plugin_socket_is_recreated_and_registered_again(node: Node) -> None:

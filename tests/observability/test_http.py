@@ -37,15 +37,19 @@ def test_readyz_names_the_pool_that_cannot_register_until_kubelet_is_back(observ
     status, body = obs.get("/readyz")
     assert status == 503
     lines = body.splitlines()
-    assert [line.split(": ")[:2] for line in lines] == [
+    assert [line.split(": ")[:2] for line in lines[:2]] == [
         ["pool a", "registration retrying"],
         ["pool team-b", "registration retrying"],
     ]
-    assert all(len(line.split(": ", 2)[2]) > 0 for line in lines), "last error given"
+    assert all(len(line.split(": ", 2)[2]) > 0 for line in lines[:2]), "last error given"
+    # No kubelet, so no pod-resources either: nothing may be advertised before its first answer.
+    assert lines[2].startswith("2 card(s) held back until pod-resources answers: ")
+    assert "pr.sock does not exist" in lines[2]
+    assert len(lines) == 3
     assert obs.get("/healthz") == (200, "ok\n")  # kubelet being down is no reason to restart us
 
     obs.node.kubelet.start()
-    obs.daemon.wait_for(lambda v: v.all_registered(), WAIT, "registered again")
+    obs.daemon.wait_for(lambda v: v.all_registered() and not v.awaiting, WAIT, "registered and read")
     assert obs.get("/readyz") == (200, "ok\n")
 
 
