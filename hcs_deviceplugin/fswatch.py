@@ -165,6 +165,10 @@ class DirectoryWatcher:
         self._on_events = on_events
         self._fallback_interval = min(max(fallback_interval, 0.05), 1.0)
         self._stop = threading.Event()
+        # Written to by stop() so the select() returns at once: a shutdown must not wait out
+        # the fallback interval (SIGTERM has to be served in milliseconds).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._lock = threading.Lock()
         self._fd = -1
@@ -181,6 +185,11 @@ class DirectoryWatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        try:
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"x")
+        except OSError:
+            pass  # already closed or full: the thread is awake anyway
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
         with self._lock:
@@ -189,6 +198,10 @@ class DirectoryWatcher:
                 self._fd = -1
             self._by_name.clear()
             self._by_wd.clear()
+        if not self._thread.is_alive() and self._wake_r >= 0:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
 
     def watch_subdirectories(self, names: Iterable[str]) -> None:
         """Watch exactly these sub-directories of ``directory`` (by name) from now on."""
@@ -256,8 +269,8 @@ class DirectoryWatcher:
         while not self._stop.is_set():
             events: list[FsEvent] = []
             if self._fd >= 0:
-                ready, _, _ = select.select([self._fd], [], [], self._fallback_interval)
-                if ready:
+                ready, _, _ = select.select([self._fd, self._wake_r], [], [], self._fallback_interval)
+                if self._fd in ready:
                     with self._lock:
                         if self._fd >= 0:
                             events = self._read_events()
