@@ -8,21 +8,12 @@ until pod-resources says who holds it; a card it has no record of waits too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.plugin.server import Backoff
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
-from tests.integration.conftest import H100, WAIT, Node, card_pool, fresh_node, pool_doc, resource
-
-
-@pytest.fixture
-def node() -> Iterator[Node]:
-    with fresh_node() as n:
-        yield n
+from tests.integration.conftest import H100, WAIT, Node, card_pool, pool_doc, resource
 
 
 def start(node: Node, pod_resources: Path) -> Daemon:
