@@ -34,8 +34,10 @@ def layout_requests(
     held: Mapping[str, HeldCard],
     held_known: bool,
     attempted: Collection[tuple[str, str]] = (),
+    blocked: Collection[str] = (),
 ) -> list[LayoutRequest]:
-    """The partition layouts to make now, in pool then card order."""
+    """The partition layouts to make now, in pool then card order; ``blocked`` cards are left alone
+    (after a restart, cards whose holders pod-resources has not confirmed yet)."""
     claims = claims_by_card(poolset, inventory.cards, node_name)
     cards = {c.id: c for c in inventory.cards}
     requests: list[LayoutRequest] = []
@@ -46,7 +48,7 @@ def layout_requests(
             parts = [p for p in inventory.partitions if p.card_id == card_id]
             if any(p.profile == pool.profile for p in parts):
                 continue
-            if card_id in held or (not held_known and parts):
+            if card_id in held or card_id in blocked or (not held_known and parts):
                 continue
             if (card_id, pool.profile) in attempted:
                 continue

@@ -366,7 +366,7 @@ class Daemon:
             held, blocked = restart_holds(self._records, [c.id for c in inventory.cards], held)
         attempted = set(state.layout_attempts) | set(state.layouts_running)
         requests = layout_requests(
-            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted
+            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted, blocked
         )
         cards = {c.id: c for c in inventory.cards}
         for request in requests:

@@ -59,3 +59,10 @@ def test_a_card_claimed_by_two_pools_is_never_laid_out() -> None:
     poolset = PoolSet((mig_pool("a", "1g.10gb", "G0", "G1"), mig_pool("b", "3g.40gb", "G0")))
     requests = layout_requests(poolset, Inventory(CARDS), "n", {}, True)
     assert [(r.card_id, r.pool) for r in requests] == [("G1", "a")]
+
+
+def test_a_card_blocked_until_pod_resources_answers_is_never_laid_out() -> None:
+    """After a restart a card with no record may be in use as a whole card: no MIG made on it."""
+    poolset = PoolSet((mig_pool("m", "1g.10gb", "G0", "G1"),))
+    requests = layout_requests(poolset, Inventory(CARDS), "n", {}, False, (), blocked={"G0"})
+    assert [r.card_id for r in requests] == ["G1"]
