@@ -121,6 +121,14 @@ class HoldBook:
             self._holds.append(hold)
             return True
 
+    def remove(self, resource: str, unit_ids: frozenset[str]) -> None:
+        """Drop a hold whose Allocate was refused after all (see the servicer's second look)."""
+        with self._lock:
+            kept = [h for h in self._holds if not (h.resource == resource and h.unit_ids == unit_ids)]
+            if len(kept) != len(self._holds):
+                self._holds = kept
+                self._version += 1
+
     def restore(self, holds: list[ProvisionalHold]) -> None:
         """Take back holds persisted by a previous run (their times already on our clock)."""
         with self._lock:

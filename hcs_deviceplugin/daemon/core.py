@@ -283,13 +283,18 @@ class Daemon:
         self._post(HeldListed(held, started_at))
         self._first_listing.set()
 
-    def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> None:
-        """On a gRPC thread, after an Allocate answer: hold the ids, ask for a pod-resources read."""
-        self._holds.add(resource, frozenset(unit_ids))
+    def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> Callable[[], None] | None:
+        """On a gRPC thread, before an Allocate answer: hold the ids, ask for a pod-resources read.
+
+        Returns how to undo a new hold if the servicer refuses the answer after all.
+        """
+        ids = frozenset(unit_ids)
+        new = self._holds.add(resource, ids)
         if self._poller is not None:
             self._poller.poke()
         else:
             self._post(Recompute("allocated"))
+        return (lambda: self._holds.remove(resource, ids)) if new else None
 
     def _kubelet_restarted(self) -> None:
         identity = file_identity(self.config.plugin_dir / self.config.kubelet_socket_name)
@@ -405,8 +410,8 @@ class Daemon:
         resource = want.pool.resource_name
         pool_name = want.pool.name
 
-        def on_allocate(_pool: str, ids: Sequence[str]) -> None:
-            self._on_allocate(resource, ids)
+        def on_allocate(_pool: str, ids: Sequence[str]) -> Callable[[], None] | None:
+            return self._on_allocate(resource, ids)
 
         def on_registered(count: int) -> None:
             if count > 1 and self._observer is not None:

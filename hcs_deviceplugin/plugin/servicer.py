@@ -30,7 +30,8 @@ MAX_STREAMS = 4
 worker, so beyond this the oldest stream is ended for the newest, and workers stay for unary calls."""
 
 EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
-AllocateListener = Callable[[str, Sequence[str]], None]
+AllocateListener = Callable[[str, Sequence[str]], "Callable[[], None] | None"]
+"""Told (pool, ids) before an Allocate answer goes out; may return an undo for a refused answer."""
 
 
 class AllocationRejected(Exception):
@@ -174,9 +175,24 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         except AllocationRejected as exc:
             log.warning("Allocate rejected: %s", exc)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        undo = []
         if self._on_allocate is not None:
             for container in request.container_requests:
-                self._on_allocate(snapshot.pool.name, list(container.devices_ids))
+                release = self._on_allocate(snapshot.pool.name, list(container.devices_ids))
+                if release is not None:
+                    undo.append(release)
+        # The hold is taken before this second look: a withdrawal that changed the list after our
+        # first look either sees the hold (and keeps the card back) or is seen here (and we refuse).
+        now = self._state.snapshot
+        if now.version != snapshot.version:
+            try:
+                for container in request.container_requests:
+                    resolve_units(now, list(container.devices_ids))
+            except AllocationRejected as exc:
+                for release in undo:
+                    release()
+                log.warning("Allocate rejected: %s (withdrawn while allocating)", exc)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
         return pb.AllocateResponse(container_responses=responses)
 
     def GetPreferredAllocation(
