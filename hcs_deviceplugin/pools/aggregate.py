@@ -35,6 +35,7 @@ from types import MappingProxyType
 from hcs_deviceplugin.model import Pool, PoolSet
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.formats import parse_configmap_located
+from hcs_deviceplugin.pools.limits import capped
 from hcs_deviceplugin.pools.located import LocatedPool
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
@@ -85,9 +86,13 @@ def parse_object(
 
 
 def errors_of(source: str, failure: Exception) -> tuple[ConfigError, ...]:
-    """The errors a failed parse of ``source`` reports; a parser bug becomes one error, not a crash."""
+    """The errors a failed parse of ``source`` reports; a parser bug becomes one error, not a crash.
+
+    At most :data:`~hcs_deviceplugin.pools.limits.MAX_ERRORS_PER_OBJECT`, so a generated document
+    wrong in each of 20,000 entries is one screen of log, not 20,000 lines.
+    """
     if isinstance(failure, ConfigErrors) and failure.errors:
-        return tuple(failure.errors)
+        return tuple(capped(failure.errors))
     log.error("parsing %s failed unexpectedly", source, exc_info=failure)
     return (ConfigError(source, DOCUMENT_PATH, f"internal error while parsing: {failure!r}"),)
 

@@ -15,13 +15,15 @@ one is passed in to share with the API source.
 
 When something cannot be read the last thing read stands: a directory that cannot be listed keeps
 every object, an unreadable file or sub-directory keeps its previous content (and its error is
-reported), and a file being written in place is not read until it is closed or has been quiet for
+reported; so is a file that is not a regular file, or is over the size limit, see :mod:`.files`), and
+a file being written in place is not read until it is closed or has been quiet for
 ``write_settle`` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -238,6 +240,13 @@ class DirectoryPoolSource:
         try:
             listing = list_mounted(self.directory)
         except FileNotFoundError:
+            if os.path.islink(self.directory):
+                # A link to nowhere is a broken mount or a mistake, not an absent directory: keep all.
+                target = _target(self.directory)
+                self._directory_error = ConfigError(
+                    str(self.directory), DIRECTORY_PATH, f"is a dangling symlink (to {target!r})"
+                )
+                return None
             if not self._missing:
                 log.warning("pool directory %s does not exist: no pools", self.directory)
             self._missing = True
@@ -265,3 +274,10 @@ class DirectoryPoolSource:
         else:
             self._objects[name] = obj
             self._read_errors.pop(name, None)
+
+
+def _target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"

@@ -174,6 +174,8 @@ class _Entry:
     path: str
     domain: str | None
     selectors: list[DeviceSelector] = field(default_factory=list)
+    seen: set[DeviceSelector] = field(default_factory=set)
+    """The selectors as a set: merging repeats stays linear in the number of entries."""
 
 
 def _document(
@@ -350,7 +352,8 @@ def _gpus(root: Mapping[object, object], report: Report, warn: Warn) -> dict[str
             continue
         name, domain = named
         merged = entries.setdefault(name, _Entry(path, domain))
-        if selector not in merged.selectors:
+        if selector not in merged.seen:
+            merged.seen.add(selector)
             merged.selectors.append(selector)
     return entries
 

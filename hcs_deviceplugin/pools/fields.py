@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hcs_deviceplugin.pools.errors import ConfigError
+from hcs_deviceplugin.pools.limits import MAX_SHOWN_CHARS, shorten
 
 MISSING: object = object()
 """Returned by :func:`optional` for an absent key (or one given as ``null``)."""
@@ -25,11 +26,11 @@ def describe_value(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, int):
-        return f"integer {value}"
+        return f"integer {shorten(str(value))}"
     if isinstance(value, float):
         return f"number {value}"
     if isinstance(value, str):
-        return f"string {value!r}"
+        return f"string {shorten(repr(value))}"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):
@@ -67,9 +68,12 @@ def check_keys(mapping: Mapping[object, object], allowed: Sequence[str], path: s
     """Report every key not in ``allowed``, with a "did you mean" hint for near misses and case slips."""
     for key in mapping:
         if not isinstance(key, str):
-            report.add(child(path, str(key)), f"keys must be strings, got {describe_value(key)}")
+            report.add(child(path, shorten(str(key))), f"keys must be strings, got {describe_value(key)}")
             continue
         if key in allowed:
+            continue
+        if len(key) > MAX_SHOWN_CHARS:  # no near miss, and not worth quoting whole
+            report.add(child(path, shorten(key)), f"unknown key; allowed: {', '.join(allowed)}")
             continue
         guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         if not guess:

@@ -14,6 +14,9 @@ from the API (with labels) or from a mounted directory (name and keys only):
 
 An object shaped like both an allowlist and a DKP config is an error rather than a guess. Every error
 names the object's ``source``; errors inside a key's document name the key first.
+
+Every object passes here, whichever source delivered it, so this is where an object over the size
+limit (:mod:`.limits`) is refused before any format reads it.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from hcs_deviceplugin.pools.allowlist import is_allowlist, parse_allowlist_locat
 from hcs_deviceplugin.pools.dkp import is_dkp_plugin_config, parse_dkp_located
 from hcs_deviceplugin.pools.document import Syntax
 from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.limits import check_object_size
 from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
-from hcs_deviceplugin.pools.native import parse_native
+from hcs_deviceplugin.pools.native import parse_native, warn_no_pools
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 NATIVE_SUFFIXES: Mapping[str, Syntax] = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
@@ -79,6 +83,7 @@ def parse_configmap(obj: ConfigMapObject, env: Mapping[str, str] | None = None) 
 
 def parse_configmap_located(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[LocatedPool]:
     """:func:`parse_configmap`, with the field path of each pool's definition."""
+    check_object_size(obj)
     kind = detect_format(obj)
     if kind is Format.ALLOWLIST:
         return parse_allowlist_located(obj)
@@ -101,6 +106,9 @@ def parse_native_located(obj: ConfigMapObject) -> list[LocatedPool]:
         except ConfigErrors as exc:
             errors += in_key(exc.errors, obj, key)
             continue
+        if not pools:
+            where = key_path(obj, key)
+            warn_no_pools(obj.source if where == key else f"{obj.source}: {key}")
         for index, pool in enumerate(pools):
             path = key_path(obj, key, f"pools[{index}].name")
             if pool.name in owners:

@@ -12,6 +12,12 @@ share this reading):
 
 Names starting with ``.`` are skipped everywhere: kubelet's ``..data`` and ``..<timestamp>`` entries,
 editors' and our tests' temporary files. Mounted files carry no labels and no ``resourceVersion``.
+
+A top-level entry named like a pool file is a pool file whatever it is: a directory, FIFO, device or
+dangling symlink there is an error of that file (read by :mod:`.files`, which opens regular files
+only), so the object keeps its last good pools instead of silently vanishing from the listing. In a
+ConfigMap sub-directory every entry but a directory is a key, read the same way. A ConfigMap
+directory's keys together are held to the same 1 MiB as one file.
 """
 
 from __future__ import annotations
@@ -21,8 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hcs_deviceplugin.pools.errors import FILE_PATH, ConfigError
+from hcs_deviceplugin.pools.files import ReadError, TooBig, read_text
 from hcs_deviceplugin.pools.formats import NATIVE_SUFFIXES
+from hcs_deviceplugin.pools.limits import MAX_DOCUMENT_BYTES, too_big_message
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+
+__all__ = [
+    "KUBELET_DATA",
+    "Listing",
+    "ReadError",
+    "is_pool_file_name",
+    "list_mounted",
+    "read_configmap_directory",
+    "read_file_object",
+]
 
 KUBELET_DATA = "..data"
 _READ_ATTEMPTS = 3
@@ -42,14 +60,6 @@ class Listing:
     configmaps: tuple[str, ...] = ()
 
 
-class ReadError(Exception):
-    """An object that exists but cannot be read (permissions, not UTF-8); carries the error to report."""
-
-    def __init__(self, error: ConfigError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def list_mounted(directory: Path) -> Listing:
     """The pool files and ConfigMap sub-directories of ``directory``, sorted; raises OSError."""
     files: list[str] = []
@@ -57,12 +67,13 @@ def list_mounted(directory: Path) -> Listing:
     for entry in os.scandir(directory):
         if entry.name.startswith("."):
             continue
+        if is_pool_file_name(entry.name):
+            files.append(entry.name)  # whatever it is: reading it says what is wrong with it
+            continue
         try:
-            # is_file()/is_dir() follow symlinks: kubelet's keys are symlinks into ..data.
+            # is_dir() follows symlinks: kubelet's keys are symlinks into ..data.
             if entry.is_dir():
                 configmaps.append(entry.name)
-            elif is_pool_file_name(entry.name) and entry.is_file():
-                files.append(entry.name)
         except OSError:
             continue
     return Listing(tuple(sorted(files)), tuple(sorted(configmaps)))
@@ -72,7 +83,7 @@ def read_file_object(directory: Path, name: str, namespace: str = "") -> ConfigM
     """A top-level pool file as an object of its own. Raises FileNotFoundError if it is gone (as if
     never listed) and :class:`ReadError` if it cannot be read."""
     path = directory / name
-    text = _read_text(path)
+    text = read_text(path)
     return ConfigMapObject(name=name, namespace=namespace, data={name: text}, source=str(path))
 
 
@@ -82,7 +93,7 @@ def read_configmap_directory(directory: Path, name: str, namespace: str = "") ->
     path = directory / name
     for attempt in range(_READ_ATTEMPTS):
         try:
-            data = {key: _read_text(file) for key, file in _keys(path)}
+            data = _read_keys(path)
         except FileNotFoundError:
             if not path.is_dir():
                 raise
@@ -97,6 +108,20 @@ def read_configmap_directory(directory: Path, name: str, namespace: str = "") ->
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _read_keys(path: Path) -> dict[str, str]:
+    """Every key of a ConfigMap directory, all of them together within the size limit."""
+    data: dict[str, str] = {}
+    budget = MAX_DOCUMENT_BYTES
+    for key, file in _keys(path):
+        try:
+            text = read_text(file, budget - len(key))
+        except TooBig:
+            raise TooBig(ConfigError(str(path), FILE_PATH, too_big_message(None))) from None
+        data[key] = text
+        budget -= len(key) + len(text.encode("utf-8"))
+    return data
+
+
 def _keys(path: Path) -> list[tuple[str, Path]]:
     """(key, file to read) of a ConfigMap directory, read through ``..data`` when it has one."""
     payload = path
@@ -108,23 +133,9 @@ def _keys(path: Path) -> list[tuple[str, Path]]:
         if entry.name.startswith("."):
             continue
         try:
-            if entry.is_file():
-                keys.append((entry.name, payload / entry.name))
+            if entry.is_dir():
+                continue  # nested paths are not keys
         except OSError:
-            continue
+            pass
+        keys.append((entry.name, payload / entry.name))  # a FIFO or a dangling link is an error
     return sorted(keys)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        content = path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ReadError(ConfigError(str(path), FILE_PATH, f"cannot read: {exc.strerror or exc}")) from exc
-    try:
-        return content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReadError(
-            ConfigError(str(path), FILE_PATH, f"not UTF-8: {exc.reason} at byte {exc.start}")
-        ) from exc

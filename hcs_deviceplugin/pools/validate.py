@@ -33,10 +33,11 @@ from hcs_deviceplugin.pools.conflicts import find_conflicts
 from hcs_deviceplugin.pools.document import load_documents
 from hcs_deviceplugin.pools.errors import FILE_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.fields import describe_value
+from hcs_deviceplugin.pools.files import TooBig, read_bytes
 from hcs_deviceplugin.pools.formats import Format, detect_format, native_syntax, parse_configmap_located
 from hcs_deviceplugin.pools.located import LocatedPool
 from hcs_deviceplugin.pools.mounted import ReadError, list_mounted, read_configmap_directory, read_file_object
-from hcs_deviceplugin.pools.native import parse_native
+from hcs_deviceplugin.pools.native import parse_native, warn_no_pools
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 USAGE = (
@@ -127,7 +128,12 @@ def _load(path: Path, loaded: _Loaded, env: Mapping[str, str] | None) -> None:
         _load_directory(path, loaded, env)
         return
     try:
-        content = path.read_bytes()
+        content = read_bytes(path, regular_only=False)
+    except TooBig as exc:
+        loaded.errors.append(exc.error)
+        return
+    except ReadError as exc:
+        raise _Unreadable(exc.error.message) from exc
     except OSError as exc:
         raise _Unreadable(f"cannot read: {exc.strerror or exc}") from exc
     try:
@@ -184,6 +190,8 @@ def _raw_native(path: Path, text: str) -> _Unit:
         pools = parse_native(text, source, syntax)
     except ConfigErrors as exc:
         return _Unit(source, Format.NATIVE, exc, ("", source))
+    if not pools:
+        warn_no_pools(source)
     located = tuple(LocatedPool(pool, f"pools[{index}].name") for index, pool in enumerate(pools))
     return _Unit(source, Format.NATIVE, located, ("", source))
 
