@@ -25,15 +25,24 @@ class RegistrationError(RuntimeError):
     """Kubelet refused the registration or could not be reached."""
 
 
+class KubeletSocketMissing(RegistrationError):
+    """kubelet.sock does not exist: kubelet is not running, so there is nothing to retry until it is."""
+
+
 def plugin_options() -> pb.DevicePluginOptions:
     """The options every pool plugin advertises, in Register and in GetDevicePluginOptions alike."""
     return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
 
 class RegisterCall:
-    """A handle on the Register call in flight, so another thread can cancel it at once."""
+    """A handle on the Register call in flight, so another thread can cancel it at once.
 
-    def __init__(self) -> None:
+    ``target`` is the identity of the kubelet.sock the call went to, so a caller that learns of a
+    newer kubelet can tell a call to the old one (worth cancelling) from one to the new one.
+    """
+
+    def __init__(self, target: tuple[int, int, int] | None = None) -> None:
+        self.target = target
         self._lock = threading.Lock()
         self._future: Any = None
         self._cancelled = False
@@ -69,7 +78,7 @@ def register(
 ) -> None:
     """Call Register once; raise :class:`RegistrationError` with kubelet's reason on failure."""
     if not kubelet_socket.exists():
-        raise RegistrationError(f"{kubelet_socket} does not exist (kubelet not running?)")
+        raise KubeletSocketMissing(f"{kubelet_socket} does not exist (kubelet not running?)")
     request = pb.RegisterRequest(
         version=API_VERSION, endpoint=endpoint, resource_name=resource_name, options=plugin_options()
     )
@@ -78,11 +87,11 @@ def register(
             request, timeout=deadline, wait_for_ready=False
         )
         if call is not None and not call._track(future):
-            raise RegistrationError(f"Register({resource_name}) cancelled: the pool is stopping")
+            raise RegistrationError(f"Register({resource_name}) cancelled")
         try:
             future.result()
         except grpc.FutureCancelledError as exc:
-            raise RegistrationError(f"Register({resource_name}) cancelled: the pool is stopping") from exc
+            raise RegistrationError(f"Register({resource_name}) cancelled") from exc
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)

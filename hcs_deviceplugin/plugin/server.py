@@ -29,7 +29,12 @@ import grpc
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from hcs_deviceplugin.kubelet.registration import RegisterCall, RegistrationError, register
+from hcs_deviceplugin.kubelet.registration import (
+    KubeletSocketMissing,
+    RegisterCall,
+    RegistrationError,
+    register,
+)
 from hcs_deviceplugin.kubelet.watch import FileIdentity, file_identity
 from hcs_deviceplugin.model import Pool, Unit
 from hcs_deviceplugin.plugin.servicer import (
@@ -50,9 +55,15 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 UNARY_THREADS = 8
-"""Workers always left for Allocate, GetPreferredAllocation and options calls."""
-STREAM_THREADS = UNARY_THREADS + MAX_STREAMS
-STOP_JOIN_SECONDS = 1.0
+"""Workers always left for Allocate, GetPreferredAllocation and options calls: every open
+ListAndWatch pins a worker, and the servicer keeps at most MAX_STREAMS of them."""
+SERVER_THREADS = UNARY_THREADS + MAX_STREAMS
+DRAIN_SECONDS = 1.0
+"""How long a draining stop waits for the empty list to reach a stream."""
+DRAIN_GRACE_SECONDS = 0.2
+"""Grace for in-flight calls when a server is replaced or drained."""
+STOP_JOIN_SECONDS = 0.1
+"""How long stop() waits for the lifecycle thread; mid-rebuild it cleans up after itself."""
 
 
 class RegistrationStatus(enum.StrEnum):
@@ -150,25 +161,48 @@ class PluginServer:
     def request_restart(self, reason: str, kubelet_identity: FileIdentity | None = None) -> None:
         """Rebuild the gRPC server and register again (kubelet restarted, socket removed, ...).
 
-        ``kubelet_identity`` is the kubelet.sock a kubelet restart produced. If our socket is intact
-        and we already registered with that kubelet, the request is a duplicate and dropped; if the
-        server was rebuilt since and has not registered yet, registering it is enough.
+        ``kubelet_identity`` says the request is about a new kubelet.sock (that identity). One kubelet
+        restart is seen twice, as our socket vanishing and as kubelet.sock re-created, so such a
+        request is folded into what is already under way: dropped if this server, its socket intact,
+        registered with that kubelet; only a Register if the server is fresh (built after the last
+        restart request) and not yet registered, or a rebuild is already due. A Register in flight to
+        another kubelet.sock is cancelled, since that kubelet is gone. Without an identity the request
+        always rebuilds.
         """
         name = self.state.snapshot.pool.name
         with self._lock:
-            intact = self._intact_locked()
-            if kubelet_identity is not None and intact:
-                if self._registered_kubelet == kubelet_identity and self._registered.is_set():
-                    log.debug("pool %s: already registered with this kubelet; %s ignored", name, reason)
-                    return
-                if self._registrations_here == 0:
-                    log.info("pool %s: %s; registering the fresh server", name, reason)
-                    self._wake.set()
-                    return
-            self._restart_seq += 1
-            self._registered.clear()
-        log.info("pool %s: restart requested: %s", name, reason)
+            call = self._register_call
+            verdict = self._fold_restart_locked(kubelet_identity)
+            if verdict == "restart":
+                self._restart_seq += 1
+                self._registered.clear()
+                self._status = RegistrationStatus.STARTING
+            stale = call is not None and (verdict == "restart" or call.target != kubelet_identity)
+        if verdict == "duplicate":
+            log.debug("pool %s: already registered with this kubelet; %s ignored", name, reason)
+            return
+        if stale and call is not None:
+            call.cancel()  # a Register for a server being replaced, or to a kubelet that is gone
+        if verdict == "register":
+            log.info("pool %s: %s; the pending registration covers it", name, reason)
+        else:
+            log.info("pool %s: restart requested: %s", name, reason)
         self._wake.set()
+        self._notify()
+
+    def _fold_restart_locked(self, kubelet_identity: FileIdentity | None) -> str:
+        """What a restart request still needs: "duplicate", "register" or a full "restart"."""
+        if kubelet_identity is None:
+            return "restart"
+        if self._built_seq < self._restart_seq:
+            return "register"  # a rebuild is due; the server it builds registers with kubelet.sock then
+        if not self._socket_intact_locked():
+            return "restart"
+        if self._registered.is_set() and self._registered_kubelet == kubelet_identity:
+            return "duplicate"
+        if self._registrations_here == 0:
+            return "register"  # fresh server, not yet registered: registering it is all that is left
+        return "restart"  # registered with an older kubelet: its stream may live, so start clean
 
     def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
         """Advertise new units on the live stream; True if the advertised list changed."""
@@ -180,12 +214,16 @@ class PluginServer:
         """Stop serving and remove our socket.
 
         ``drain`` first advertises an empty list (a removed pool's capacity drops at once instead
-        of lingering as Unhealthy for kubelet's 5-minute grace); a daemon shutdown does not drain,
-        so a restarting daemon does not make kubelet forget devices that pods hold.
+        of lingering as Unhealthy for kubelet's 5-minute grace) and gives calls a short grace; a
+        daemon shutdown does not drain, so a restarting daemon does not make kubelet forget devices
+        that pods hold, and it returns at once: a Register in flight is cancelled, calls are cut,
+        the socket file is removed without waiting for gRPC's shutdown to finish.
         """
-        if drain and self._servicer is not None and self._servicer.open_streams > 0:
+        with self._lock:
+            servicer = self._servicer
+        if drain and servicer is not None and servicer.open_streams > 0:
             self.state.update(self.state.snapshot.pool, ())
-            self.state.wait_delivered(self.state.snapshot.version, timeout=1.0)
+            self.state.wait_delivered(self.state.snapshot.version, timeout=DRAIN_SECONDS)
         self._stopping.set()
         self._wake.set()
         with self._lock:
@@ -193,8 +231,9 @@ class PluginServer:
         if call is not None:
             call.cancel()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
+            # Mid-rebuild the thread may take longer; it then cleans up what it built (see _rebuild).
             self._thread.join(timeout=STOP_JOIN_SECONDS)
-        self._teardown(grace=0.2 if drain else None)
+        self._teardown(grace=DRAIN_GRACE_SECONDS if drain else None)
         self._set_status(RegistrationStatus.STOPPED)
 
     def check_socket(self) -> None:
@@ -202,7 +241,7 @@ class PluginServer:
         with self._lock:
             bound = self._bound_identity
         if not self._registered.is_set() or bound is None:
-            return  # starting or rebuilding: the lifecycle thread owns the socket right now
+            return  # starting or rebuilding: the lifecycle thread checks the socket before Register
         if file_identity(self.socket_path) != bound:
             self.request_restart(f"socket {self.socket_path.name} removed or replaced")
 
@@ -228,11 +267,10 @@ class PluginServer:
                 registered_kubelet=self._registered_kubelet,
             )
 
-    def _intact_locked(self) -> bool:
-        """A server built for the latest restart request still owns our socket file."""
+    def _socket_intact_locked(self) -> bool:
+        """The server we built still owns our socket file (nobody removed or replaced it)."""
         return (
             self._server is not None
-            and self._built_seq == self._restart_seq
             and self._bound_identity is not None
             and file_identity(self.socket_path) == self._bound_identity
         )
@@ -257,17 +295,30 @@ class PluginServer:
                     self._register()
                 delay = self._backoff.initial
             except Exception as exc:
+                if self._stopping.is_set():
+                    return  # a Register cancelled by stop(), or a rebuild cut short by it
                 self._record_failure(exc)
-                if self._stopping.wait(0) or self._wake.wait(delay):
-                    continue  # woken early: a restart request or stop; handle it now
+                if self._wake.wait(delay):
+                    continue  # woken early: a restart request, kubelet.sock re-created, or stop
                 delay = self._backoff.next(delay)
                 self._wake.set()
 
     def _register(self) -> None:
-        """One Register call, cancellable by :meth:`stop`; records which kubelet.sock it went to."""
-        kubelet = file_identity(self.kubelet_socket)
-        call = RegisterCall()
+        """One Register of the current server, cancellable by :meth:`stop` and :meth:`request_restart`.
+
+        Registers only a server built after the last restart request that still owns our socket
+        (kubelet may have wiped the directory between our bind and now: then rebuild first).
+        """
         with self._lock:
+            if self._server is None or self._built_seq < self._restart_seq:
+                return  # a rebuild is due (the lifecycle is woken for it) or we are stopping
+            if not self._socket_intact_locked():
+                self._restart_seq += 1
+                self._wake.set()
+                log.info("pool %s: socket gone before registering; rebuilding", self.state.snapshot.pool.name)
+                return
+            kubelet = file_identity(self.kubelet_socket)
+            call = RegisterCall(target=kubelet)
             self._register_call = call
         if self._stopping.is_set():
             call.cancel()
@@ -276,18 +327,14 @@ class PluginServer:
         finally:
             with self._lock:
                 self._register_call = None
-        with self._lock:
-            if self._built_seq < self._restart_seq:
-                return  # a restart came in meanwhile: that server is going; register the next one
-            self._registered_kubelet = kubelet
-            self._registrations_here += 1
-        self._mark_registered()
+        self._mark_registered(kubelet)
 
     def _rebuild(self, wanted: int) -> None:
         """Stop any previous server (ending its streams) and serve afresh on our socket.
 
         On failure the restart stays pending (``_built_seq`` unchanged), so the lifecycle retries
-        the rebuild with back-off instead of registering a socket nobody serves.
+        the rebuild with back-off instead of registering a socket nobody serves. If :meth:`stop`
+        ran meanwhile, the new server is ended here rather than left behind it.
         """
         self._teardown()
         prepare_socket_path(self.socket_path)
@@ -295,7 +342,7 @@ class PluginServer:
         server = grpc.server(
             interceptors=list(self._interceptors),
             thread_pool=ThreadPoolExecutor(
-                max_workers=STREAM_THREADS, thread_name_prefix=f"grpc-{self.socket_path.stem}"
+                max_workers=SERVER_THREADS, thread_name_prefix=f"grpc-{self.socket_path.stem}"
             ),
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -306,20 +353,31 @@ class PluginServer:
         server.add_insecure_port(f"unix:{self.socket_path}")
         server.start()
         if not socket_answers(self.socket_path, timeout=5.0):
-            server.stop(None)
+            server.stop(0)
             raise RuntimeError(f"own socket {self.socket_path} does not answer after start")
         with self._lock:
-            self._server = server
-            self._servicer = servicer
-            self._generation += 1
-            self._bound_identity = file_identity(self.socket_path)
-            self._built_seq = wanted
-            self._registrations_here = 0
+            stopping = self._stopping.is_set()
+            if not stopping:
+                self._server = server
+                self._servicer = servicer
+                self._generation += 1
+                self._bound_identity = file_identity(self.socket_path)
+                self._built_seq = wanted
+                self._registrations_here = 0
+        if stopping:
+            servicer.close()
+            server.stop(0)
+            remove_socket(self.socket_path)
+            return
         log.info("pool %s: serving on %s", self.state.snapshot.pool.name, self.socket_path)
 
-    def _teardown(self, grace: float | None = 0.2) -> None:
-        """End the current server. ``grace`` None cancels calls at once and does not wait for them
-        (a daemon shutdown); the socket file goes in every case."""
+    def _teardown(self, grace: float | None = DRAIN_GRACE_SECONDS) -> None:
+        """End the current server and remove its socket file.
+
+        With a ``grace`` (a rebuild, a drain) in-flight calls get that long and we wait, bounded,
+        for gRPC to finish, so the old listener is gone before a new one binds the same path.
+        With None (a daemon shutdown) calls are cut and nothing is waited for.
+        """
         with self._lock:
             server, servicer = self._server, self._servicer
             self._server = None
@@ -328,18 +386,24 @@ class PluginServer:
         if servicer is not None:
             servicer.close()
         if server is not None:
-            stopped = server.stop(grace)
+            # stop(None) would block until gRPC's shutdown completes; stop(0) cuts calls without it.
+            stopped = server.stop(grace if grace is not None else 0)
             if grace is not None:
                 stopped.wait(timeout=grace + 1.0)
             remove_socket(self.socket_path)
 
-    def _mark_registered(self) -> None:
+    def _mark_registered(self, kubelet: FileIdentity | None) -> None:
+        """Count a successful Register (kubelet saw it); call it current unless a restart is due."""
         with self._lock:
             self._registrations += 1
+            self._registrations_here += 1
             count = self._registrations
-            self._status = RegistrationStatus.REGISTERED
-            self._last_error = ""
-        self._registered.set()
+            self._registered_kubelet = kubelet
+            current = self._built_seq == self._restart_seq and not self._stopping.is_set()
+            if current:
+                self._status = RegistrationStatus.REGISTERED
+                self._last_error = ""
+                self._registered.set()
         log.info("pool %s: registered %s with kubelet", self.state.snapshot.pool.name, self.resource_name)
         if self._on_registered is not None:
             self._on_registered(count)
@@ -348,9 +412,13 @@ class PluginServer:
     def _record_failure(self, exc: Exception) -> None:
         message = str(exc) if isinstance(exc, RegistrationError) else f"{type(exc).__name__}: {exc}"
         with self._lock:
+            repeated = message == self._last_error
             self._status = RegistrationStatus.RETRYING
             self._last_error = message
-        log.warning("pool %s: %s (will retry)", self.state.snapshot.pool.name, message)
+        if isinstance(exc, KubeletSocketMissing) and repeated:
+            log.debug("pool %s: still waiting: %s", self.state.snapshot.pool.name, message)
+        else:
+            log.warning("pool %s: %s (will retry)", self.state.snapshot.pool.name, message)
         self._notify()
 
     def _set_status(self, status: RegistrationStatus) -> None:

@@ -1,0 +1,72 @@
+"""The DevicePlugin methods over the pool's real socket (no kubelet needed: the server serves first
+and only then registers, so it answers while its Register keeps failing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import grpc
+import pytest
+
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.plugin.server import PluginServer
+from tests.plugin.conftest import WAIT, ServerFactory, pool, units, wait_until
+
+Calls = list[tuple[str, list[str]]]
+
+
+def serving(server: PluginServer) -> PluginServer:
+    wait_until(lambda: server.status().server_generation >= 1, what="the pool serves its socket")
+    return server
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return []
+
+
+@pytest.fixture
+def stub(make_server: ServerFactory, calls: Calls) -> Iterator[pb_grpc.DevicePluginStub]:
+    def listener(pool_name: str, ids: Sequence[str]) -> None:
+        calls.append((pool_name, list(ids)))
+
+    server = serving(make_server(("u0", "u1", "bad"), on_allocate=listener))
+    server.update(pool(), units("u0", "u1", "bad", unhealthy=["bad"]))
+    with grpc.insecure_channel(f"unix:{server.socket_path}") as channel:
+        yield pb_grpc.DevicePluginStub(channel)
+
+
+def allocate(*ids: str) -> pb.AllocateRequest:
+    return pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=list(ids))])
+
+
+def test_allocate_answers_and_tells_the_listener(stub: pb_grpc.DevicePluginStub, calls: Calls) -> None:
+    response = stub.Allocate(allocate("u0", "u1"), timeout=WAIT)
+    assert response.container_responses[0].envs["UNITS"] == "u0,u1"
+    assert calls == [("a", ["u0", "u1"])]
+
+
+@pytest.mark.parametrize(("ids", "why"), [(("u0", "nope"), "unknown"), (("bad",), "unhealthy")])
+def test_allocate_refuses_unknown_or_unhealthy_ids_and_tells_nobody(
+    stub: pb_grpc.DevicePluginStub, calls: Calls, ids: tuple[str, ...], why: str
+) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.Allocate(allocate(*ids), timeout=WAIT)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert why in (caught.value.details() or "")
+    assert calls == []  # no hold is taken for a refused request
+
+
+def test_options_and_preferred_allocation(stub: pb_grpc.DevicePluginStub) -> None:
+    options = stub.GetDevicePluginOptions(pb.Empty(), timeout=WAIT)
+    assert options.get_preferred_allocation_available
+    request = pb.PreferredAllocationRequest(
+        container_requests=[
+            pb.ContainerPreferredAllocationRequest(
+                available_deviceIDs=["u0", "u1"], must_include_deviceIDs=["u1"], allocation_size=1
+            )
+        ]
+    )
+    response = stub.GetPreferredAllocation(request, timeout=WAIT)
+    assert list(response.container_responses[0].deviceIDs) == ["u1"]
