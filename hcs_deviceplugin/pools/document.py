@@ -23,7 +23,7 @@ events for those bounds and then built by libyaml's composer: five times faster 
 a megabyte. A document libyaml finds invalid is read again by the pure-Python loader (which checks
 the same bounds as it composes), so syntax errors are worded as they always were, unless it is
 longer than :data:`PYTHON_WORDING_CHARS`; then libyaml's words are kept, since reading it again would
-cost a second.
+cost seconds.
 """
 
 from __future__ import annotations
@@ -210,8 +210,9 @@ except ImportError:  # PyYAML without libyaml: the pure-Python loader does every
     _FastLoader = None
 
 
-PYTHON_WORDING_CHARS = 64 * 1024
-"""Longest document whose syntax error is worded by the pure-Python loader (some 50 ms to re-read)."""
+PYTHON_WORDING_CHARS = 16 * 1024
+"""Longest document whose syntax error is worded by the pure-Python loader: re-reading costs some
+4 ms per KiB, so at most about 60 ms. Hand-edited pool documents, where wording matters, are smaller."""
 
 
 def _check_events(events: Iterator[yaml.Event]) -> None:
@@ -240,7 +241,7 @@ def _yaml_load(text: str, every: bool) -> list[object]:
     libyaml first; a document of up to :data:`PYTHON_WORDING_CHARS` that it refuses for its syntax
     is read again by the pure-Python loader, so that the error is worded as it always was (and a
     syntax libyaml alone refuses still loads). A longer one keeps libyaml's wording: reading a
-    megabyte again in pure Python would cost a second. Bounds are errors of their own: libyaml's
+    megabyte again in pure Python would cost seconds. Bounds are errors of their own: libyaml's
     verdict on them stands.
     """
     if _FastLoader is not None:

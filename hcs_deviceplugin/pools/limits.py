@@ -67,15 +67,16 @@ def _encoded_size(text: str) -> int:
 
 
 def check_object_size(obj: ConfigMapObject) -> None:
-    """Raise :class:`ConfigErrors` when ``obj``'s data (keys and values) is over 1 MiB.
+    """Raise :class:`ConfigErrors` when ``obj``'s data values together are over 1 MiB.
 
-    The API server enforces the same limit, so this only refuses what no real ConfigMap holds; it
-    runs before any format looks at the object, whichever source delivered it.
+    The API server enforces about the same limit (on the whole object), so this only refuses what no
+    real ConfigMap holds; it runs before any format looks at the object, whichever source delivered
+    it. Keys are not counted, so that a mounted file of exactly 1 MiB reads as the same object.
     """
-    chars = sum(len(key) + len(value) for key, value in obj.data.items())
+    chars = sum(len(value) for value in obj.data.values())
     if chars <= MAX_DOCUMENT_BYTES // 4:
         return  # even at 4 bytes a character it fits
-    size = sum(_encoded_size(key) + _encoded_size(value) for key, value in obj.data.items())
+    size = sum(_encoded_size(value) for value in obj.data.values())
     if size > MAX_DOCUMENT_BYTES:
         raise ConfigErrors([ConfigError(obj.source, DATA_PATH, too_big_message(size))])
 

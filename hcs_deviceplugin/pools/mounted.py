@@ -114,11 +114,11 @@ def _read_keys(path: Path) -> dict[str, str]:
     budget = MAX_DOCUMENT_BYTES
     for key, file in _keys(path):
         try:
-            text = read_text(file, budget - len(key))
+            text = read_text(file, budget)
         except TooBig:
             raise TooBig(ConfigError(str(path), FILE_PATH, too_big_message(None))) from None
         data[key] = text
-        budget -= len(key) + len(text.encode("utf-8"))
+        budget -= len(text.encode("utf-8"))
     return data
 
 
