@@ -19,6 +19,9 @@ from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 
 API_VERSION = "v1beta1"
 REGISTER_DEADLINE_S = 20.0
+FRESH_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+"""gRPC shares connections between channels to the same target; a socket path re-created by a
+restarted kubelet must be dialled anew, not reached over a connection to the process it replaced."""
 
 
 class RegistrationError(RuntimeError):
@@ -82,7 +85,7 @@ def register(
     request = pb.RegisterRequest(
         version=API_VERSION, endpoint=endpoint, resource_name=resource_name, options=plugin_options()
     )
-    with grpc.insecure_channel(f"unix:{kubelet_socket}") as channel:
+    with grpc.insecure_channel(f"unix:{kubelet_socket}", options=FRESH_CONNECTION) as channel:
         future = pb_grpc.RegistrationStub(channel).Register.future(
             request, timeout=deadline, wait_for_ready=False
         )

@@ -14,6 +14,7 @@ import grpc
 
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.kubelet.registration import FRESH_CONNECTION
 from hcs_deviceplugin.kubelet.watch import FileIdentity
 from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
 
@@ -23,7 +24,7 @@ def probe_pool(socket_path: Path, timeout: float) -> str | None:
     if not socket_path.exists():
         return f"socket {socket_path.name} is missing"
     try:
-        with grpc.insecure_channel(f"unix:{socket_path}") as channel:
+        with grpc.insecure_channel(f"unix:{socket_path}", options=FRESH_CONNECTION) as channel:
             pb_grpc.DevicePluginStub(channel).GetDevicePluginOptions(pb.Empty(), timeout=timeout)
     except grpc.RpcError as exc:
         code = exc.code() if isinstance(exc, grpc.Call) else None

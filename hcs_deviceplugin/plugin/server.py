@@ -324,6 +324,12 @@ class PluginServer:
             call.cancel()
         try:
             register(self.kubelet_socket, self.socket_path.name, self.resource_name, call=call)
+        except RegistrationError:
+            if not call.cancelled or self._stopping.is_set():
+                raise
+            # request_restart cancelled it (a server being replaced, a kubelet gone) and woke us.
+            log.info("pool %s: Register cancelled for a newer restart request", self.state.snapshot.pool.name)
+            return
         finally:
             with self._lock:
                 self._register_call = None

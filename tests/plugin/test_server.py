@@ -191,3 +191,25 @@ def test_a_draining_stop_empties_the_stream_first(
     server.stop(drain=True)
     kubelet.wait_for(lambda k: k.resource(RESOURCE).capacity == 0, WAIT, "the empty list reached kubelet")
     assert not server.socket_path.exists()
+
+
+def test_a_register_hanging_on_a_replaced_kubelet_is_cancelled_for_the_new_one(
+    make_server: ServerFactory, hanging_kubelet: FakeRegistration, plugin_dir: Path
+) -> None:
+    server = make_server()
+    assert hanging_kubelet.entered.wait(WAIT)  # our Register is stuck inside the old kubelet
+    generation = server.status().server_generation
+    # The new kubelet.sock replaces the old one by rename, so it is a different inode: identities
+    # are (dev, inode, ctime), and a freed inode reused within one clock tick would look the same.
+    new_kubelet = FakeRegistration(plugin_dir / "kubelet.new", hang=False)
+    (plugin_dir / "kubelet.new").rename(fake_path(plugin_dir))
+    try:
+        server.request_restart(
+            "kubelet.sock re-created", kubelet_identity=file_identity(fake_path(plugin_dir))
+        )
+        assert server.wait_registered(2.0)  # not after the old kubelet's Register gives up
+        assert new_kubelet.calls == 1
+        assert server.status().server_generation == generation  # the server we had was fine
+        assert server.status().registered_kubelet == file_identity(fake_path(plugin_dir))
+    finally:
+        new_kubelet.close()
