@@ -36,7 +36,17 @@ from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.simulated import SimulatedBackend, create_backend
 
 NODE = "builtin:eight-gpu-nvlink"
-MODULE_GROUPS = ("nvidia", "hygon", "cambricon", "ascend", "allocator", "pools", "api", "footprint")
+MODULE_GROUPS = (
+    "nvidia",
+    "hygon",
+    "cambricon",
+    "ascend",
+    "allocator",
+    "pools",
+    "api",
+    "footprint",
+    "hostile_pools",
+)
 """Groups living in ``bench/<group>_bench.py``, each exposing ``run() -> list[str]``."""
 WAIT = 10.0
 
