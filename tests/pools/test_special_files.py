@@ -10,7 +10,10 @@ that blocks. Tests run as root, which reads a mode-000 file: that case runs only
 from __future__ import annotations
 
 import io
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,37 @@ def test_validate_config_reports_special_files_in_a_directory(tmp_path: Path) ->
             line.startswith(f"{tmp_path / name}: <file>: ") and reason in line
             for line in out.getvalue().splitlines()
         ), name
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.skipif(os.geteuid() != 0, reason="not root: the permission-000 case above runs as it is")
+def test_an_unreadable_file_keeps_the_last_good_pools() -> None:
+    # Root reads a mode-000 file, so the reload runs in a forked child that drops to nobody (65534);
+    # the child reports through a pipe and exits without running any of pytest's teardown.
+    directory = Path(tempfile.mkdtemp(prefix="hcs-perm-"))  # pytest's tmp_path is root-only (0700)
+    try:
+        directory.chmod(0o755)
+        source, path = good_source(directory, "pools.yaml")
+        path.chmod(0)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.close(read_end)
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                pools, errors = source.reload()
+                report = {"pools": names(pools), "errors": [[e.source, e.path, e.message] for e in errors]}
+                os.write(write_end, json.dumps(report).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            report = json.loads(pipe.read() or "{}")
+        os.waitpid(pid, 0)
+        assert report == {
+            "pools": ["good"],
+            "errors": [[str(path), FILE_PATH, "cannot read: Permission denied"]],
+        }
+    finally:
+        shutil.rmtree(directory)
