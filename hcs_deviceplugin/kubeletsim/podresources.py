@@ -8,6 +8,7 @@ v1alpha1 service and the 100 QPS rate limit are not simulated.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import grpc
@@ -19,6 +20,12 @@ from hcs_deviceplugin.kubeletsim.records import AllocationRecord
 ListAllocations = Callable[[], list[AllocationRecord]]
 ListAllocatable = Callable[[], Mapping[str, Mapping[str, Sequence[int]]]]
 """resource → device ID → NUMA nodes, healthy devices only."""
+Fault = Callable[[], tuple[float, bool]]
+"""(seconds to wait before answering, whether to fail UNAVAILABLE), read at each call."""
+
+
+def _no_fault() -> tuple[float, bool]:
+    return 0.0, False
 
 
 def _topology(node: int) -> pr.TopologyInfo | None:
@@ -64,14 +71,25 @@ def allocatable_devices(allocatable: Mapping[str, Mapping[str, Sequence[int]]]) 
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     """``v1.PodResourcesLister`` answering from callables that read the simulator under its lock."""
 
-    def __init__(self, allocations: ListAllocations, allocatable: ListAllocatable) -> None:
+    def __init__(
+        self, allocations: ListAllocations, allocatable: ListAllocatable, fault: Fault = _no_fault
+    ) -> None:
         self._allocations = allocations
         self._allocatable = allocatable
+        self._fault = fault
 
     def List(
         self, request: pr.ListPodResourcesRequest, context: grpc.ServicerContext
     ) -> pr.ListPodResourcesResponse:
-        return pr.ListPodResourcesResponse(pod_resources=pod_resources(self._allocations()))
+        """The allocations as they are now, answered after the configured delay (so a slow kubelet
+        hands back a listing that is already stale), or UNAVAILABLE while the fault says down."""
+        delay, down = self._fault()
+        if down:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "pod-resources unavailable (simulated)")
+        answer = pr.ListPodResourcesResponse(pod_resources=pod_resources(self._allocations()))
+        if delay > 0:
+            time.sleep(delay)  # the simulated slowness itself, not a test waiting
+        return answer
 
     def GetAllocatableResources(
         self, request: pr.AllocatableResourcesRequest, context: grpc.ServicerContext

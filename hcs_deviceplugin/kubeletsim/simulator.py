@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -33,6 +33,7 @@ from hcs_deviceplugin.kubeletsim.records import (
 )
 from hcs_deviceplugin.kubeletsim.registration import RegistrationError, RegistrationServicer
 from hcs_deviceplugin.kubeletsim.sockets import UnixServer, remove_sockets, unlink_socket
+from hcs_deviceplugin.kubeletsim.timeline import Kind, TimelineEvent
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,11 @@ class KubeletSimulator:
         self._registrations: list[RegisterRecord] = []
         self._listeners: list[SnapshotListener] = []
         self._session: _Session | None = None
+        self._timeline: list[TimelineEvent] = []
+        self.pod_resources_delay = 0.0
+        """Seconds each pod-resources call waits before answering (a slow kubelet)."""
+        self.pod_resources_down = False
+        """While True every pod-resources call fails UNAVAILABLE (a kubelet that cannot answer)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,7 +159,9 @@ class KubeletSimulator:
             session.closed = True
             clients = list(session.clients)
             session.clients.clear()
-            self._table.stop_all(time.monotonic())
+            now = time.monotonic()
+            for client in self._table.stop_all(now):
+                self._note(Kind.END, client.resource, now=now)
             self._changed.notify_all()
         for server in session.servers:
             server.stop()
@@ -176,8 +184,12 @@ class KubeletSimulator:
         dp_grpc.add_RegistrationServicer_to_server(servicer, server)
 
     def _add_pod_resources_service(self, server: grpc.Server) -> None:
-        servicer = PodResourcesServicer(self.allocations, self._allocatable)
+        servicer = PodResourcesServicer(self.allocations, self._allocatable, self._pod_resources_fault)
         pr_grpc.add_PodResourcesListerServicer_to_server(servicer, server)
+
+    def _pod_resources_fault(self) -> tuple[float, bool]:
+        """(delay before answering, whether to fail UNAVAILABLE), read per call."""
+        return self.pod_resources_delay, self.pod_resources_down
 
     def _load_checkpoint_locked(self) -> None:
         try:
@@ -248,6 +260,8 @@ class KubeletSimulator:
             if not self._is_live(client):
                 return
             self._table.apply_snapshot(client, devices)
+            if self._table.is_current(client):
+                self._note(Kind.LIST, client.resource, (d.ID for d in devices), received)
             self._save_locked()
             listeners = list(self._listeners)
             self._changed.notify_all()
@@ -263,6 +277,7 @@ class KubeletSimulator:
                 self._session.clients.discard(client)
                 self._table.stream_ended(client.resource)
                 if self._table.disconnect(client, time.monotonic()):
+                    self._note(Kind.END, client.resource)
                     log.info("ListAndWatch for %s ended (%s): endpoint stopped", client.resource, error)
                 self._changed.notify_all()
         client.close()
@@ -294,6 +309,16 @@ class KubeletSimulator:
         if view is None:
             raise KeyError(name)
         return view
+
+    def timeline(self) -> list[TimelineEvent]:
+        """Every advertisement, endpoint stop, allocation and release so far, in kubelet's order."""
+        with self._lock:
+            return list(self._timeline)
+
+    def _note(self, kind: Kind, resource: str, ids: Iterable[str] = (), now: float | None = None) -> None:
+        """Append to the timeline; the caller holds the lock, so the order is the order of state changes."""
+        when = time.monotonic() if now is None else now
+        self._timeline.append(TimelineEvent(when, kind, resource, frozenset(ids)))
 
     def allocations(self) -> list[AllocationRecord]:
         with self._lock:
@@ -401,6 +426,7 @@ class KubeletSimulator:
                     devices_by_numa=group_by_numa(chosen, numa),
                 )
                 self._allocations.add(record)
+                self._note(Kind.ALLOC, resource, chosen)
                 self._save_locked()
                 self._changed.notify_all()
             return record
@@ -454,6 +480,9 @@ class KubeletSimulator:
     def free_pod(self, pod: str, namespace: str = "default") -> None:
         """The pod is gone: its devices become available again (and leave the checkpoint)."""
         with self._lock:
+            for record in self._allocations.records():
+                if (record.namespace, record.pod) == (namespace, pod):
+                    self._note(Kind.FREE, record.resource, record.device_ids)
             if self._allocations.free_pod(namespace, pod):
                 self._save_locked()
                 self._changed.notify_all()
