@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from types import MappingProxyType
 
 from hcs_deviceplugin.allocation.topology import Topology
@@ -184,20 +185,12 @@ class Daemon:
         self._stop.set()
         self._events.put((time.monotonic(), Stop()))
         servers = self.applier.shutdown()
-        stoppers = [
-            threading.Thread(target=server.stop, kwargs={"drain": False}, daemon=True) for server in servers
-        ]
-        for thread in stoppers:
-            thread.start()
-        deadline = time.monotonic() + SHUTDOWN_WAIT
-        for thread in stoppers:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._watcher.stop()
+        _run_side_by_side([partial(server.stop, drain=False) for server in servers], SHUTDOWN_WAIT)
         if self._poller is not None:
             self._poller.stop()
         self._supervisor.stop()
-        for source in self._sources:
-            source.stop()
+        # The watchers each join a thread: stop them side by side, not one after the other.
+        _run_side_by_side([self._watcher.stop, *(source.stop for source in self._sources)], SHUTDOWN_WAIT)
         for name, backend in self._backends.items():
             close_backend(name, backend)
         self._lock.release()
@@ -229,6 +222,7 @@ class Daemon:
             awaiting=applied.awaiting,
             pod_resources_error=self._poller.last_error if self._poller is not None else "",
             waiting_for=published.waiting_for,
+            wanted_pools=tuple(sorted(published.desired.pools)),
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:
@@ -302,6 +296,8 @@ class Daemon:
             server.request_restart("kubelet.sock re-created", kubelet_identity=identity)
 
     def _check_sockets(self) -> None:
+        """Once a second and on directory events: our sockets, and our lock file, still in place."""
+        self._lock.ensure()
         for server in self.applier.servers.values():
             server.check_socket()
 
@@ -455,6 +451,16 @@ def _log_changes(before: Desired, after: Desired) -> None:
     for card_id, wanted in after.awaiting.items():
         if card_id not in before.awaiting:
             log.warning("card %s waits for pod-resources before pool %s may advertise it", card_id, wanted)
+
+
+def _run_side_by_side(calls: Sequence[Callable[[], None]], timeout: float) -> None:
+    """Run ``calls`` on their own threads and wait for all of them, at most ``timeout`` in total."""
+    threads = [threading.Thread(target=call, daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def close_backend(name: str, backend: Backend) -> None:

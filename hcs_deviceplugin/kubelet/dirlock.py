@@ -4,7 +4,9 @@ Two instances on one directory (a force-deleted pod whose process still runs, a 
 would unlink and rebind each other's sockets and register over each other. The second one instead
 waits for the lock, saying who holds it, and takes over only when the first has exited: the kernel
 releases a flock when its holder dies, even by SIGKILL. Kubelet removes only sockets from the
-directory, so the lock file survives kubelet restarts.
+directory, so the lock file survives kubelet restarts. If the whole directory is removed (and
+re-created), the holder notices at its next check and locks the new file, so a later instance
+still waits.
 """
 
 from __future__ import annotations
@@ -59,10 +61,55 @@ class PluginDirLock:
         self._fd = fd
         return True
 
+    def ensure(self) -> None:
+        """Re-take the lock if our lock file was removed or replaced (the directory was wiped)."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            current = os.stat(self.path)
+            ours = os.fstat(fd)
+            if (current.st_dev, current.st_ino) == (ours.st_dev, ours.st_ino):
+                return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot check the lock file %s: %s", self.path, exc)
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            new = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            log.warning("cannot re-create the lock file %s: %s", self.path, exc)
+            return
+        try:
+            fcntl.flock(new, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(new)
+            log.error(
+                "lock file %s was replaced and another instance (pid %s) holds it: two daemons serve this "
+                "directory",
+                self.path,
+                _holder_of(self.path) or "unknown",
+            )
+            return
+        os.ftruncate(new, 0)
+        os.write(new, f"{os.getpid()}\n".encode())
+        self._fd = new
+        os.close(fd)
+        log.info("lock file %s was removed; locked it again", self.path)
+
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)  # closing drops the flock; the file stays for the next instance
+
+
+def _holder_of(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _holder(fd: int) -> str:

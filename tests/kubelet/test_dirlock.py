@@ -51,3 +51,17 @@ def test_a_waiting_instance_gives_up_when_stopped(tmp_path: Path) -> None:
     assert not PluginDirLock(tmp_path).acquire(stop, poll=0.01)
     first.release()
     assert PluginDirLock(tmp_path).acquire(threading.Event())
+
+
+def test_the_holder_locks_a_new_file_after_the_directory_is_wiped(tmp_path: Path) -> None:
+    plugin_dir = tmp_path / "dp"
+    first = PluginDirLock(plugin_dir)
+    assert first.acquire(threading.Event())
+    (plugin_dir / ".hcs-deviceplugin.lock").unlink()
+    plugin_dir.rmdir()
+    plugin_dir.mkdir()
+    first.ensure()
+    stop = threading.Event()
+    stop.set()
+    assert not PluginDirLock(plugin_dir).acquire(stop, poll=0.01), "a later instance must still wait"
+    first.release()
