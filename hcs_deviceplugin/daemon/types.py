@@ -87,6 +87,8 @@ class DaemonView:
     pod_resources_error: str = ""
     waiting_for: str = ""
     """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
+    wanted_pools: tuple[str, ...] = ()
+    """Pools the desired state says to serve; one missing from ``pools`` is not served yet."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

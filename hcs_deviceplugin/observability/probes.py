@@ -64,6 +64,9 @@ def readiness(
     if view.waiting_for:
         reasons.append(f"daemon: {one_line(view.waiting_for)}")
     current: FileIdentity | None = file_identity(kubelet_socket) if kubelet_socket is not None else None
+    for name in view.wanted_pools:
+        if name not in view.pools:
+            reasons.append(f"pool {name}: not started yet")
     for name, pool_view in sorted(view.pools.items()):
         problem = _pool_problem(pool_view.server, kubelet_socket, current, probe_timeout)
         if problem:
