@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -201,9 +202,9 @@ class DirectoryPoolSource:
             return
         if event.mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE):
             self._writing.pop(event.name, None)
-        elif event.mask & IN_MODIFY or (
-            event.mask & IN_CREATE and not (self.directory / event.name).is_symlink()
-        ):
+        elif event.mask & IN_MODIFY or (event.mask & IN_CREATE and _is_regular(self.directory / event.name)):
+            # Only a regular file can be half written: a FIFO, socket, directory or link created
+            # under a pool file's name is final at once, and refused at once.
             self._writing[event.name] = now
 
     def _refresh(self, notify: bool) -> tuple[PoolSet, list[ConfigError]]:
@@ -274,6 +275,13 @@ class DirectoryPoolSource:
         else:
             self._objects[name] = obj
             self._read_errors.pop(name, None)
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _target(path: Path) -> str:
