@@ -52,6 +52,7 @@ class RunSettings:
     node_name: str
     pod_resources_socket: Path | None
     pod_resources_interval: float
+    allocation_settle_seconds: float = 2.0
     state_dir: Path | None = None
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
@@ -116,6 +117,7 @@ class Runner:
                 node_name=settings.node_name,
                 pod_resources_socket=settings.pod_resources_socket,
                 pod_resources_interval=settings.pod_resources_interval,
+                allocation_settle_seconds=settings.allocation_settle_seconds,
                 state_dir=settings.state_dir,
             ),
             self.backends.running,
@@ -206,10 +208,12 @@ class Runner:
         """Sockets first (the daemon), then everything else; one line says how long it took."""
         began = time.monotonic()
         self.stop_event.set()
+        http = threading.Thread(target=self.http.stop, name="http-stop", daemon=True)
+        http.start()  # its serve loop takes up to one poll interval to notice: overlap that wait
         self.daemon.stop()
         if self.labeler is not None:
             self.labeler.stop(2.0)  # labels stay on the Node: see observability/nodelabels.py
-        self.http.stop()
+        http.join(5.0)
         if self._events is not None:
             self._events.close(2.0)
         log.info("hcs-deviceplugin stopped (%s) in %.0f ms", why, (time.monotonic() - began) * 1000)
