@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -56,41 +57,38 @@ def allocate(server: PluginServer, *ids: str) -> pb.AllocateResponse:
         return response
 
 
-def test_withdrawn_while_allocating_is_refused_and_the_hold_undone(plugin_dir: Path) -> None:
+@dataclass
+class Racing:
+    """A server whose Allocate listener takes a hold and, in that instant, withdraws unit X."""
+
+    server: PluginServer
+    holds: list[str]
+
+
+@pytest.fixture
+def racing(plugin_dir: Path) -> Iterator[Racing]:
     holds: list[str] = []
-    server: PluginServer | None = None
+    servers: list[PluginServer] = []
 
     def listener(_pool: str, ids: Sequence[str]) -> Callable[[], None]:
         holds.extend(ids)
-        assert server is not None
-        server.update(POOL, UNITS[1:])  # the applier withdraws X right now
+        servers[0].update(POOL, UNITS[1:])  # the applier withdraws X right now
         return holds.clear
 
-    server = serve(plugin_dir, listener)
-    try:
-        with pytest.raises(grpc.RpcError) as caught:
-            allocate(server, "X")
-        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert "withdrawn while allocating" in str(caught.value.details())
-        assert holds == []
-    finally:
-        server.stop()
+    servers.append(serve(plugin_dir, listener))
+    yield Racing(servers[0], holds)
+    servers[0].stop()
 
 
-def test_a_change_that_keeps_the_units_does_not_refuse(plugin_dir: Path) -> None:
-    holds: list[str] = []
-    server: PluginServer | None = None
+def test_withdrawn_while_allocating_is_refused_and_the_hold_undone(racing: Racing) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        allocate(racing.server, "X")
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "withdrawn while allocating" in str(caught.value.details())
+    assert racing.holds == []
 
-    def listener(_pool: str, ids: Sequence[str]) -> Callable[[], None]:
-        holds.extend(ids)
-        assert server is not None
-        server.update(POOL, UNITS[1:])  # X leaves while Y is being allocated
-        return holds.clear
 
-    server = serve(plugin_dir, listener)
-    try:
-        response = allocate(server, "Y")  # Y is still in the list after the change
-        assert response.container_responses[0].envs["UNITS"] == "Y"
-        assert holds == ["Y"]
-    finally:
-        server.stop()
+def test_a_change_that_keeps_the_units_does_not_refuse(racing: Racing) -> None:
+    response = allocate(racing.server, "Y")  # Y is still in the list after X left
+    assert response.container_responses[0].envs["UNITS"] == "Y"
+    assert racing.holds == ["Y"]

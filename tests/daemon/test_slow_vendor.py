@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
+import pytest
+
 from hcs_deviceplugin.daemon import DaemonView
 from hcs_deviceplugin.model import (
     Card,
@@ -68,29 +70,40 @@ def call_within(seconds: float, fn: object) -> bool:
     return done.wait(seconds)
 
 
-def test_a_stuck_partition_call_holds_back_only_its_own_layout(node: Node) -> None:
-    stuck = StuckPartition(node.backend)
-    node.backend = stuck  # type: ignore[assignment]
-    mig = {"name": "mig", "unit": "Partition", "profile": "3g.40gb", "devices": [{"uuid": MIG_CARD}]}
-    node.write_pools(pool_doc(card_pool("a", H100[0]), mig))
-    daemon = node.start_daemon()
+MIG_POOL = {"name": "mig", "unit": "Partition", "profile": "3g.40gb", "devices": [{"uuid": MIG_CARD}]}
+
+
+@pytest.fixture
+def stuck(node: Node) -> Iterator[StuckPartition]:
+    """A daemon serving pool a and a MIG pool whose layout is stuck inside ``partition``."""
+    backend = StuckPartition(node.backend)
+    node.backend = backend  # type: ignore[assignment]
+    node.write_pools(pool_doc(card_pool("a", H100[0]), MIG_POOL))
+    node.start_daemon()
     try:
-        assert stuck.entered.wait(WAIT), "the layout started"
+        assert backend.entered.wait(WAIT), "the layout started"
         node.wait_registered("a")
-
-        # Views, and so probes and metrics, answer while the vendor call hangs.
-        assert call_within(1.0, daemon.view)
-
-        # A health event reaches kubelet.
-        stuck.inner.inject(HealthEvent(H100[0], Health.UNHEALTHY, "xid 79"))
-        node.kubelet.wait_for(lambda k: k.resource(resource("a")).unhealthy == {H100[0]}, WAIT, "unhealthy")
-
-        # A pool change elsewhere applies.
-        node.write_pools(pool_doc(card_pool("a", H100[0], H100[1]), mig))
-        node.kubelet.wait_for(lambda k: H100[1] in k.resource(resource("a")).healthy, WAIT, "card added")
-        assert not stuck.gate.is_set()
+        yield backend
     finally:
-        stuck.gate.set()
+        backend.gate.set()
+
+
+def test_a_stuck_partition_call_holds_back_only_its_own_layout(node: Node, stuck: StuckPartition) -> None:
+    daemon = node.daemon
+    assert daemon is not None
+    # Views, and so probes and metrics, answer while the vendor call hangs.
+    assert call_within(1.0, daemon.view)
+
+    # A health event reaches kubelet.
+    stuck.inner.inject(HealthEvent(H100[0], Health.UNHEALTHY, "xid 79"))
+    node.kubelet.wait_for(lambda k: k.resource(resource("a")).unhealthy == {H100[0]}, WAIT, "unhealthy")
+
+    # A pool change elsewhere applies.
+    node.write_pools(pool_doc(card_pool("a", H100[0], H100[1]), MIG_POOL))
+    node.kubelet.wait_for(lambda k: H100[1] in k.resource(resource("a")).healthy, WAIT, "card added")
+    assert not stuck.gate.is_set()
+
+    stuck.gate.set()
 
     def laid_out(v: DaemonView) -> bool:
         return "mig" in v.pools and len(v.pools["mig"].units) == 2
@@ -98,19 +111,12 @@ def test_a_stuck_partition_call_holds_back_only_its_own_layout(node: Node) -> No
     daemon.wait_for(laid_out, WAIT, "the layout lands once the vendor answers")
 
 
-def test_stop_is_quick_while_a_vendor_call_hangs(node: Node) -> None:
-    stuck = StuckPartition(node.backend)
-    node.backend = stuck  # type: ignore[assignment]
-    mig = {"name": "mig", "unit": "Partition", "profile": "3g.40gb", "devices": [{"uuid": MIG_CARD}]}
-    node.write_pools(pool_doc(card_pool("a", H100[0]), mig))
-    daemon = node.start_daemon()
-    try:
-        assert stuck.entered.wait(WAIT)
-        node.wait_registered("a")
-        began = time.monotonic()
-        daemon.stop()
-        node.daemon = None
-        assert time.monotonic() - began < 1.0, "stop did not wait for the vendor"
-        assert not (node.plugin_dir / "hcs-gpu.deckhouse.io_a.sock").exists()
-    finally:
-        stuck.gate.set()
+def test_stop_is_quick_while_a_vendor_call_hangs(node: Node, stuck: StuckPartition) -> None:
+    daemon = node.daemon
+    assert daemon is not None
+    began = time.monotonic()
+    daemon.stop()
+    node.daemon = None
+    assert time.monotonic() - began < 1.0, "stop did not wait for the vendor"
+    assert not (node.plugin_dir / "hcs-gpu.deckhouse.io_a.sock").exists()
+    assert not stuck.gate.is_set()
