@@ -22,7 +22,7 @@ from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from hcs_deviceplugin.api.podresources.v1 import api_pb2_grpc as pr_grpc
 from hcs_deviceplugin.kubeletsim import checkpoint
 from hcs_deviceplugin.kubeletsim.allocations import AllocationTable, choose_devices, group_by_numa, pod_uid
-from hcs_deviceplugin.kubeletsim.devices import ResourceTable
+from hcs_deviceplugin.kubeletsim.devices import HEALTHY, ResourceTable
 from hcs_deviceplugin.kubeletsim.endpoint import PluginClient, describe_rpc_error, rpc_error_text
 from hcs_deviceplugin.kubeletsim.podresources import PodResourcesServicer
 from hcs_deviceplugin.kubeletsim.records import (
@@ -31,7 +31,11 @@ from hcs_deviceplugin.kubeletsim.records import (
     RegisterRecord,
     ResourceView,
 )
-from hcs_deviceplugin.kubeletsim.registration import RegistrationError, RegistrationServicer
+from hcs_deviceplugin.kubeletsim.registration import (
+    RegistrationError,
+    RegistrationServicer,
+    plugin_socket_path,
+)
 from hcs_deviceplugin.kubeletsim.sockets import UnixServer, remove_sockets, unlink_socket
 from hcs_deviceplugin.kubeletsim.timeline import Kind, TimelineEvent
 
@@ -161,7 +165,7 @@ class KubeletSimulator:
             session.clients.clear()
             now = time.monotonic()
             for client in self._table.stop_all(now):
-                self._note(Kind.END, client.resource, now=now)
+                self._note(Kind.END, client.resource, now=now, endpoint=client.socket_path)
             self._changed.notify_all()
         for server in session.servers:
             server.stop()
@@ -244,6 +248,9 @@ class KubeletSimulator:
     def _record_registration(self, record: RegisterRecord) -> None:
         with self._lock:
             self._registrations.append(record)
+            if record.accepted:
+                endpoint = plugin_socket_path(self.plugin_dir, record.endpoint)
+                self._note(Kind.REGISTER, record.resource_name, endpoint=endpoint)
             self._changed.notify_all()
 
     def _is_live(self, client: PluginClient) -> bool:
@@ -253,6 +260,7 @@ class KubeletSimulator:
         with self._lock:
             if self._is_live(client):
                 self._table.stream_opened(client.resource)
+                self._note(Kind.OPEN, client.resource, endpoint=client.socket_path)
                 self._changed.notify_all()
 
     def _snapshot_received(self, client: PluginClient, devices: list[dp.Device], received: float) -> None:
@@ -261,7 +269,14 @@ class KubeletSimulator:
                 return
             self._table.apply_snapshot(client, devices)
             if self._table.is_current(client):
-                self._note(Kind.LIST, client.resource, (d.ID for d in devices), received)
+                self._note(
+                    Kind.LIST,
+                    client.resource,
+                    (d.ID for d in devices),
+                    received,
+                    endpoint=client.socket_path,
+                    unhealthy=(d.ID for d in devices if d.health != HEALTHY),
+                )
             self._save_locked()
             listeners = list(self._listeners)
             self._changed.notify_all()
@@ -277,7 +292,7 @@ class KubeletSimulator:
                 self._session.clients.discard(client)
                 self._table.stream_ended(client.resource)
                 if self._table.disconnect(client, time.monotonic()):
-                    self._note(Kind.END, client.resource)
+                    self._note(Kind.END, client.resource, endpoint=client.socket_path)
                     log.info("ListAndWatch for %s ended (%s): endpoint stopped", client.resource, error)
                 self._changed.notify_all()
         client.close()
@@ -311,14 +326,25 @@ class KubeletSimulator:
         return view
 
     def timeline(self) -> list[TimelineEvent]:
-        """Every advertisement, endpoint stop, allocation and release so far, in kubelet's order."""
+        """Every registration, stream open, advertisement, endpoint stop, allocation and release so
+        far, ordered by time (a LIST's time is when its stream received it; see timeline.py)."""
         with self._lock:
-            return list(self._timeline)
+            return sorted(self._timeline, key=lambda e: e.time)
 
-    def _note(self, kind: Kind, resource: str, ids: Iterable[str] = (), now: float | None = None) -> None:
+    def _note(
+        self,
+        kind: Kind,
+        resource: str,
+        ids: Iterable[str] = (),
+        now: float | None = None,
+        endpoint: str = "",
+        unhealthy: Iterable[str] = (),
+    ) -> None:
         """Append to the timeline; the caller holds the lock, so the order is the order of state changes."""
         when = time.monotonic() if now is None else now
-        self._timeline.append(TimelineEvent(when, kind, resource, frozenset(ids)))
+        self._timeline.append(
+            TimelineEvent(when, kind, resource, frozenset(ids), endpoint, frozenset(unhealthy))
+        )
 
     def allocations(self) -> list[AllocationRecord]:
         with self._lock:

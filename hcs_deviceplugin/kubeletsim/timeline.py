@@ -1,14 +1,22 @@
 """What kubelet saw, in order, and the replay that finds every moment an invariant was broken.
 
-The simulator appends an event under its lock for each ListAndWatch message of a resource's current
-endpoint, each endpoint that stops, each allocation and each release, so the order is kubelet's own.
-:func:`check_timeline` replays them and reports, with durations, every interval in which
+The simulator appends an event under its lock for each accepted registration, each ListAndWatch
+stream opened, each message of a resource's current endpoint, each endpoint that stops, each
+allocation and each release. :func:`check_timeline` replays them in receive-time order and reports,
+with durations, every interval in which
 
 * one card was advertised under two resources at once (invariant 1), or
 * a card held by a running container was advertised under another resource.
 
 Checking the whole timeline, not only settled states, is what catches a card that was in two pools
 for a few milliseconds while a move was applied.
+
+Why receive time and not the order the events were appended: each stream has its own consumer
+thread, which notes ``time.monotonic()`` as soon as gRPC hands it the message and only then waits for
+the simulator's lock (and, in Python, for the GIL: up to its 5 ms switch interval). A withdrawal
+received first can so be appended after the advertisement the plugin sent later; ordered by append,
+that is an overlap with a negative duration that no kubelet would have seen. Kubelet's own consumers
+apply a message as they receive it, so receive time is the closer stand-in for kubelet's order.
 """
 
 from __future__ import annotations
@@ -22,8 +30,13 @@ from hcs_deviceplugin.model import REPLICA_SEPARATOR
 
 
 class Kind(enum.StrEnum):
+    REGISTER = "register"
+    """A Register call was accepted for ``resource`` (``endpoint``: the plugin's socket path)."""
+    OPEN = "open"
+    """Kubelet's ListAndWatch stream to ``endpoint`` opened (nothing is advertised until a LIST)."""
     LIST = "list"
-    """A ListAndWatch message of the resource's current endpoint: ``ids`` is everything it lists."""
+    """A ListAndWatch message of the resource's current endpoint: ``ids`` is everything it lists,
+    ``unhealthy`` the part of it marked Unhealthy."""
     END = "end"
     """The resource's endpoint stopped (stream ended, kubelet going down): it advertises nothing."""
     ALLOC = "alloc"
@@ -34,10 +47,15 @@ class Kind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class TimelineEvent:
+    """One thing kubelet saw at ``time`` (``time.monotonic()``; for a LIST, when it was received)."""
+
     time: float
     kind: Kind
     resource: str
     ids: frozenset[str] = frozenset()
+    endpoint: str = ""
+    """The plugin socket the event came from or concerns; empty for allocations and releases."""
+    unhealthy: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -67,7 +85,11 @@ def strip_replica(unit_id: str) -> str:
 
 
 def check_timeline(events: Sequence[TimelineEvent], card_of: CardOf = strip_replica) -> list[Violation]:
-    """Every violation interval in ``events`` (ordered by time), in the order they began."""
+    """Every violation interval in ``events``, replayed in time order, in the order they began.
+
+    Events with equal times keep their given order (the sort is stable). REGISTER and OPEN change
+    nothing that is advertised: kubelet keeps a resource's last list until its new endpoint sends one.
+    """
     advertised: dict[str, frozenset[str]] = {}
     held: dict[str, Counter[str]] = defaultdict(Counter)
     ad_by_card: dict[str, set[str]] = defaultdict(set)
@@ -93,8 +115,10 @@ def check_timeline(events: Sequence[TimelineEvent], card_of: CardOf = strip_repl
                 start, was = open_.pop(key)
                 found.append(Violation(rule, card, was, start, now))
 
-    for event in events:
+    for event in sorted(events, key=lambda e: e.time):
         touched: set[str] = set()
+        if event.kind in (Kind.REGISTER, Kind.OPEN):
+            continue
         if event.kind in (Kind.LIST, Kind.END):
             before = cards(advertised.get(event.resource, frozenset()))
             after = cards(event.ids) if event.kind is Kind.LIST else set()

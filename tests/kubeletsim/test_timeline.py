@@ -73,3 +73,27 @@ def test_partitions_map_to_their_card_through_the_callers_function() -> None:
     assert check_timeline(events) == []  # by unit id alone they look unrelated
     (violation,) = check_timeline(events, lambda u: parent.get(strip_replica(u), strip_replica(u)))
     assert violation.card == "GPU-0"
+
+
+def test_events_are_replayed_in_receive_time_order_not_append_order() -> None:
+    """A withdrawal received before the advertisement elsewhere is no overlap, even when its stream's
+    thread got the simulator's lock later (appended later); and the reverse is one."""
+    appended_late = [ev(0.0, Kind.LIST, A, "X"), ev(1.005, Kind.LIST, B, "X"), ev(1.0, Kind.LIST, A)]
+    assert check_timeline(appended_late) == []
+    received_late = [ev(0.0, Kind.LIST, A, "X"), ev(1.0, Kind.LIST, B, "X"), ev(1.005, Kind.LIST, A)]
+    (violation,) = check_timeline(received_late)
+    assert violation.duration(last=9.0) == pytest.approx(0.005)
+
+
+def test_registrations_and_stream_opens_advertise_nothing_by_themselves() -> None:
+    """Kubelet keeps a resource's last list until the new endpoint sends one: a re-registration
+    neither clears it (hiding an overlap) nor adds to it."""
+    events = [
+        ev(0.0, Kind.LIST, A, "X"),
+        TimelineEvent(0.5, Kind.REGISTER, A, endpoint="/dp/a.sock"),
+        TimelineEvent(0.6, Kind.OPEN, A, endpoint="/dp/a.sock"),
+        ev(0.7, Kind.LIST, B, "X"),
+        ev(0.9, Kind.LIST, A),
+    ]
+    (violation,) = check_timeline(events)
+    assert (violation.start, violation.end) == (0.7, 0.9)
