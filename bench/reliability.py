@@ -116,12 +116,13 @@ class ChurnResult:
     violations: list[Violation] = field(default_factory=list)
     moves: int = 0
     spare_moves: int = 0
+    swap_every: float = 0.01
 
     def summary(self) -> str:
         return (
             f"{self.allocations} GetPreferredAllocation+Allocate from 4 threads, pools.yaml swapped "
-            f"{self.swaps}x, cards changed pool {self.moves}x (allocated card) and {self.spare_moves}x "
-            f"(idle card): ok {self.ok}, plugin errors "
+            f"{self.swaps}x ({self.swap_every * 1000:.0f} ms apart), cards changed pool {self.moves}x "
+            f"(allocated card) and {self.spare_moves}x (idle card): ok {self.ok}, plugin errors "
             f"{dict(self.plugin_errors) or 0}, kubelet found no free device {self.kubelet_refusals}x, "
             f"timeline violations {len(self.violations)}"
         )
@@ -150,7 +151,7 @@ def allocation_churn(allocations: int, threads: int = 4, swap_every: float = 0.0
         pools_yaml({"a": CARDS[:2], "b": CARDS[2:], "c": [spare], "d": []}, slices),
         pools_yaml({"a": CARDS[:1], "b": CARDS[1:], "c": [], "d": [spare]}, slices),
     )
-    result = ChurnResult(allocations, 0, 0)
+    result = ChurnResult(allocations, 0, 0, swap_every=swap_every)
     lock = threading.Lock()
     with site() as s:
         s.write_pools(layouts[0])

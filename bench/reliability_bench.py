@@ -17,6 +17,7 @@ SOAK_SECONDS = float(os.environ.get("HCS_SOAK_SECONDS", "600"))
 def run() -> list[str]:
     lines = [scenarios.kubelet_restarts(restarts=100).summary()]
     lines.append(scenarios.allocation_churn(allocations=10_000).summary())
+    lines.append(scenarios.allocation_churn(allocations=10_000, swap_every=0.03).summary())
     lines.append(scenarios.sigkill_restart("slow", 1.0).summary())
     lines.append(scenarios.sigkill_restart("down", 10.0).summary())
     lines += [result.summary() for result in scenarios.faults(kubelet_down=10.0)]

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 ServerFactory = Callable[[DesiredPool, Topology], PluginServer]
 
+MOVE_GRACE_SECONDS = 0.01
+"""Pause between a withdrawal written to its stream and the same card advertised by another pool."""
+
 
 @dataclass(frozen=True)
 class ApplyJob:
@@ -233,9 +236,16 @@ class ServerApplier:
             stoppers.append(thread)
             thread.start()
         deadline = time.monotonic() + self._delivery_wait
+        waited = False
         for server, version in waits:
             if server.status().open_streams:
                 server.state.wait_delivered(version, max(0.0, deadline - time.monotonic()))
+                waited = True
+        if waited:
+            # "Delivered" means gRPC has written the shorter list to the socket; the device plugin API
+            # has no acknowledgement. Kubelet reads each stream on its own goroutine, so give its reader
+            # a moment to take that list before another stream advertises the same card.
+            time.sleep(MOVE_GRACE_SECONDS)
         for thread in stoppers:
             thread.join()
         # Closing servers stay visible until their sockets are gone; a replaced pool keeps its old
