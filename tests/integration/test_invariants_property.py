@@ -4,6 +4,10 @@ Hypothesis drives a real daemon and the kubelet simulator over real sockets. Aft
 the daemon has applied it, (1) no card is advertised under two resources at kubelet, and (2) no
 card held by a running container is advertised under any resource other than the holder's. The
 daemon's own view is checked too: no card in two pools' unit lists.
+
+Settled states alone would miss a card that was in two pools for a few milliseconds while a move
+was applied, so after the last step both rules are also checked over kubelet's whole recorded
+timeline, every ListAndWatch message and allocation in kubelet's order.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.holds import hardware_id_of
 from hcs_deviceplugin.kubeletsim import AllocationError
+from hcs_deviceplugin.kubeletsim.timeline import CardOf, check_timeline, describe
+from hcs_deviceplugin.model import Inventory
 from tests.integration.conftest import H100, WAIT, Node, card_pool, pool_doc, resource
 
 POOLS = ("a", "b", "c")
@@ -57,11 +64,26 @@ steps = st.lists(
 )
 
 
-def card_of(unit_id: str) -> str:
-    return unit_id.split("::", maxsplit=1)[0]
+def card_mapper(inventory: Inventory) -> CardOf:
+    """Unit id → the card it is part of: replicas and partitions (MIG) count as their parent card."""
+    parent = {p.id: p.card_id for p in inventory.partitions}
+
+    def card(unit_id: str) -> str:
+        hardware = hardware_id_of(unit_id)
+        return parent.get(hardware, hardware)
+
+    return card
 
 
-def check_invariants(node: Node, view: DaemonView) -> None:
+def check_whole_timeline(node: Node, card_of: CardOf) -> None:
+    """Invariant 1 and the held-card rule at every moment kubelet recorded, not only settled ones."""
+    events = node.kubelet.timeline()
+    assert events, "kubelet recorded no timeline"
+    violations = check_timeline(events, card_of=card_of)
+    assert not violations, describe(violations, events[-1].time)
+
+
+def check_invariants(node: Node, view: DaemonView, card_of: CardOf) -> None:
     in_pools: dict[str, str] = {}
     for name, pool_view in view.pools.items():
         for unit in pool_view.units:
@@ -109,6 +131,7 @@ def test_random_changes_never_double_book(
         node.write_pools(pool_doc(*(card_pool(p) for p in POOLS)))
         node.start_daemon()
         node.wait_registered(*POOLS)
+        card_of = card_mapper(node.backend.discover())
         pods: list[str] = []
         for n, step in enumerate(script):
             if isinstance(step, Assign):
@@ -127,4 +150,5 @@ def test_random_changes_never_double_book(
                     pass  # not enough free units in that pool right now: kubelet would reject too
             elif isinstance(step, Release) and pods:
                 node.kubelet.free_pod(pods.pop(step.index % len(pods)))
-            check_invariants(node, settle(node))
+            check_invariants(node, settle(node), card_of)
+        check_whole_timeline(node, card_of)
