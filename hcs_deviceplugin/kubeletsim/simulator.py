@@ -57,8 +57,12 @@ class _Session:
 
     def __init__(self) -> None:
         self.servers: list[UnixServer] = []
+        self.pod_resources: UnixServer | None = None
         self.clients: set[PluginClient] = set()
         self.closed = False
+
+    def all_servers(self) -> list[UnixServer]:
+        return [*self.servers, *([self.pod_resources] if self.pod_resources is not None else [])]
 
 
 def _rpc_failure(what: str, exc: grpc.RpcError) -> AllocationError:
@@ -139,15 +143,9 @@ class KubeletSimulator:
                     UnixServer(self.kubelet_socket, self._add_registration_service, REGISTRATION_WORKERS)
                 )
                 if self.pod_resources_socket is not None:
-                    self.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
-                    unlink_socket(self.pod_resources_socket)
-                    session.servers.append(
-                        UnixServer(
-                            self.pod_resources_socket, self._add_pod_resources_service, POD_RESOURCES_WORKERS
-                        )
-                    )
+                    session.pod_resources = self._serve_pod_resources(self.pod_resources_socket)
             except BaseException:
-                for server in session.servers:
+                for server in session.all_servers():
                     server.stop()
                 raise
             self._session = session
@@ -167,7 +165,7 @@ class KubeletSimulator:
             for client in self._table.stop_all(now):
                 self._note(Kind.END, client.resource, now=now, endpoint=client.socket_path)
             self._changed.notify_all()
-        for server in session.servers:
+        for server in session.all_servers():
             server.stop()
         for client in clients:
             client.close()
@@ -190,6 +188,31 @@ class KubeletSimulator:
     def _add_pod_resources_service(self, server: grpc.Server) -> None:
         servicer = PodResourcesServicer(self.allocations, self._allocatable, self._pod_resources_fault)
         pr_grpc.add_PodResourcesListerServicer_to_server(servicer, server)
+
+    def _serve_pod_resources(self, path: Path) -> UnixServer:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        unlink_socket(path)
+        return UnixServer(path, self._add_pod_resources_service, POD_RESOURCES_WORKERS)
+
+    def remove_pod_resources_socket(self) -> None:
+        """Pod-resources gone altogether: its server stops and its socket file is removed, so callers
+        get connection errors rather than UNAVAILABLE answers, until :meth:`restore_pod_resources_socket`
+        (or a kubelet restart) serves it again."""
+        with self._lock:
+            session = self._session
+            server = session.pod_resources if session is not None else None
+            if session is not None:
+                session.pod_resources = None
+        if server is not None:
+            server.stop()
+
+    def restore_pod_resources_socket(self) -> None:
+        """Serve pod-resources again after :meth:`remove_pod_resources_socket`."""
+        with self._lock:
+            session = self._session
+            if session is None or session.pod_resources is not None or self.pod_resources_socket is None:
+                return
+            session.pod_resources = self._serve_pod_resources(self.pod_resources_socket)
 
     def _pod_resources_fault(self) -> tuple[float, bool]:
         """(delay before answering, whether to fail UNAVAILABLE), read per call."""

@@ -52,3 +52,18 @@ def test_pod_resources_can_be_slowed_and_taken_down(sim: KubeletSimulator) -> No
         assert down.value.code() is grpc.StatusCode.UNAVAILABLE
         sim.pod_resources_down = False
         assert lister.List(pr.ListPodResourcesRequest(), timeout=5).pod_resources == []
+
+
+def test_pod_resources_socket_can_be_removed_and_restored(sim: KubeletSimulator) -> None:
+    path = sim.pod_resources_socket
+    assert path is not None
+    sim.remove_pod_resources_socket()
+    assert not path.exists()
+    with grpc.insecure_channel(f"unix:{path}") as channel:
+        with pytest.raises(grpc.RpcError) as gone:
+            pr_grpc.PodResourcesListerStub(channel).List(pr.ListPodResourcesRequest(), timeout=1)
+        assert gone.value.code() is grpc.StatusCode.UNAVAILABLE
+    sim.restore_pod_resources_socket()
+    with grpc.insecure_channel(f"unix:{path}") as channel:
+        answer = pr_grpc.PodResourcesListerStub(channel).List(pr.ListPodResourcesRequest(), timeout=5)
+    assert answer.pod_resources == []
