@@ -223,7 +223,8 @@ class RestartSafetyResult:
 
 
 def sigkill_restart(mode: str, seconds: float) -> RestartSafetyResult:
-    """``mode`` "slow": every List takes ``seconds``; "down": List fails for ``seconds``."""
+    """``mode`` "slow": every List takes ``seconds``; "down": List fails UNAVAILABLE for ``seconds``;
+    "gone": the pod-resources socket is removed for ``seconds``."""
     with site() as s:
         s.write_pools(pools_yaml({"a": CARDS[:1], "b": CARDS[1:2]}))
         first = s.start_daemon(interval=0.1)
@@ -235,13 +236,16 @@ def sigkill_restart(mode: str, seconds: float) -> RestartSafetyResult:
         s.write_pools(pools_yaml({"b": CARDS[:2]}))  # the held card moves while the daemon is gone
         if mode == "slow":
             s.kubelet.pod_resources_delay = seconds
-        else:
+        elif mode == "down":
             s.kubelet.pod_resources_down = True
+        else:
+            s.kubelet.remove_pod_resources_socket()
         s.start_daemon(interval=0.1)
         wait_until(lambda: s.connected("b"), WAIT, "b registered")
-        if mode == "down":
+        if mode != "slow":
             time.sleep(seconds)  # the outage itself
             s.kubelet.pod_resources_down = False
+            s.kubelet.restore_pod_resources_socket()
         else:
             wait_until(lambda: CARDS[1] in s.advertised("b"), WAIT + seconds, "b served after a slow read")
         s.kubelet.free_pod("job")

@@ -20,6 +20,7 @@ def run() -> list[str]:
     lines.append(scenarios.allocation_churn(allocations=10_000, swap_every=0.03).summary())
     lines.append(scenarios.sigkill_restart("slow", 1.0).summary())
     lines.append(scenarios.sigkill_restart("down", 10.0).summary())
+    lines.append(scenarios.sigkill_restart("gone", 10.0).summary())
     lines += [result.summary() for result in scenarios.faults(kubelet_down=10.0)]
     lines.append(scenarios.hostile_files(limit=None).summary())
     lines.append(scenarios.signals(runs=50).summary())

@@ -30,7 +30,7 @@ def test_allocation_churn_while_pools_flip_never_double_books() -> None:
     assert result.spare_moves > 10, "the idle card must actually have moved between live pools"
 
 
-@pytest.mark.parametrize(("mode", "seconds"), [("slow", 1.0), ("down", 3.0)])
+@pytest.mark.parametrize(("mode", "seconds"), [("slow", 1.0), ("down", 3.0), ("gone", 3.0)])
 def test_sigkill_and_restart_never_advertises_a_held_card_elsewhere(mode: str, seconds: float) -> None:
     result = scenarios.sigkill_restart(mode, seconds)
     print(result.summary())
