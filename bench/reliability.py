@@ -309,10 +309,14 @@ def faults(kubelet_down: float) -> list[FaultResult]:
         wait_until(lambda: s.connected("a") and daemon.readyz()[0] == 200, WAIT, "ready")
         sock = s.plugin_dir / socket_of("a")
 
+        outage: list[tuple[int, int]] = []
+        """(ready while unserved, samples) taken during a fault that lasts a while."""
+
         def recover(
             name: str, breaking: Callable[[], None], restore: Callable[[], None] | None = None
         ) -> None:
             registrations = s.registrations("a")
+            outage.clear()
             began = time.monotonic()
             breaking()
             if restore is not None:
@@ -322,6 +326,8 @@ def faults(kubelet_down: float) -> list[FaultResult]:
                 return s.registrations("a") > registrations and _served(s, "a") and daemon.readyz()[0] == 200
 
             bad, samples = _watch_readiness(s, daemon, "a", back)
+            bad += sum(b for b, _ in outage)
+            samples += sum(n for _, n in outage)
             results.append(FaultResult(name, time.monotonic() - began, bad, samples))
 
         def file_at_socket() -> None:
@@ -342,7 +348,8 @@ def faults(kubelet_down: float) -> list[FaultResult]:
         def kubelet_gone() -> None:
             s.kubelet.stop()
             wait_until(lambda: daemon.readyz()[0] != 200, WAIT, "not ready without kubelet")
-            time.sleep(kubelet_down)  # the outage itself
+            end = time.monotonic() + kubelet_down  # the outage itself, sampled throughout
+            outage.append(_watch_readiness(s, daemon, "a", lambda: time.monotonic() >= end))
 
         recover(f"kubelet.sock gone {kubelet_down:g} s", kubelet_gone, s.kubelet.start)
         results.append(_second_instance(s, daemon))
