@@ -398,8 +398,14 @@ class HostileResult:
 
 def hostile_files(limit: int | None) -> HostileResult:
     """Write each hostile document, then each special file, beside a good pools file, one at a time,
-    and time each from its appearance to its error in /readyz; the good pool must stay served."""
+    and time each from its appearance to its error in /readyz; the good pool must stay served.
+
+    ``limit`` takes about that many documents evenly spaced over the generator's list, so a short
+    run still meets every kind (bombs, deep nesting, 10 MB, binary, many pools...), not the first few.
+    """
     documents = list(hostile_documents())
+    if limit is not None and limit < len(documents):
+        documents = documents[:: -(-len(documents) // limit)]
     kinds = [k for k in SPECIAL_KINDS if special_applies(k)]
     with site() as s:
         s.pools_dir.mkdir(parents=True)
@@ -408,7 +414,7 @@ def hostile_files(limit: int | None) -> HostileResult:
         wait_until(lambda: s.connected("a") and daemon.readyz()[0] == 200, WAIT, "ready")
         times: list[float] = []
         lost = 0
-        for n, (name, content) in enumerate(documents[:limit] if limit else documents):
+        for n, (name, content) in enumerate(documents):
             path = s.pools_dir / f"hostile-{n:05d}-{name.replace('/', '_')}.yaml"
             tmp = s.pools_dir / f".tmp-{n}"
             tmp.write_bytes(content)
