@@ -31,11 +31,7 @@ from hcs_deviceplugin.kubeletsim.records import (
     RegisterRecord,
     ResourceView,
 )
-from hcs_deviceplugin.kubeletsim.registration import (
-    RegistrationError,
-    RegistrationServicer,
-    plugin_socket_path,
-)
+from hcs_deviceplugin.kubeletsim.registration import RegistrationError, RegistrationServicer
 from hcs_deviceplugin.kubeletsim.sockets import UnixServer, remove_sockets, unlink_socket
 from hcs_deviceplugin.kubeletsim.timeline import Kind, TimelineEvent
 
@@ -262,6 +258,8 @@ class KubeletSimulator:
             installed = not session.closed
             if installed:
                 self._table.install(client, options)
+                # Noted here, not when the Register call returns: the stream below may open first.
+                self._note(Kind.REGISTER, resource, endpoint=socket_path)
                 self._changed.notify_all()
         if not installed:
             client.close()
@@ -271,9 +269,6 @@ class KubeletSimulator:
     def _record_registration(self, record: RegisterRecord) -> None:
         with self._lock:
             self._registrations.append(record)
-            if record.accepted:
-                endpoint = plugin_socket_path(self.plugin_dir, record.endpoint)
-                self._note(Kind.REGISTER, record.resource_name, endpoint=endpoint)
             self._changed.notify_all()
 
     def _is_live(self, client: PluginClient) -> bool:
