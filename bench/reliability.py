@@ -124,8 +124,16 @@ class ChurnResult:
             f"{self.swaps}x ({self.swap_every * 1000:.0f} ms apart), cards changed pool {self.moves}x "
             f"(allocated card) and {self.spare_moves}x (idle card): ok {self.ok}, plugin errors "
             f"{dict(self.plugin_errors) or 0}, kubelet found no free device {self.kubelet_refusals}x, "
-            f"timeline violations {len(self.violations)}"
+            f"timeline violations {len(self.violations)}{longest(self.violations)}"
         )
+
+
+def longest(violations: list[Violation]) -> str:
+    """ ", the longest N ms" for a summary line, or nothing when there are none."""
+    if not violations:
+        return ""
+    last = time.monotonic()
+    return f" (the longest {max(v.duration(last) for v in violations) * 1000:.1f} ms)"
 
 
 def pool_changes(events: list[TimelineEvent], card: str) -> int:
