@@ -325,12 +325,12 @@ class Daemon:
     def _handle(self, batch: list[Event]) -> None:
         state = self._state
         changed = False
+        transitions: list[Transition] = []
         for event in batch:
             folded = fold(state, event)
             state = folded.state
             changed |= folded.changed
-            for transition in folded.transitions:
-                self._report(transition)
+            transitions += folded.transitions
             if folded.listed_at is not None:
                 changed |= self._holds.settle(
                     state.listed_held, folded.listed_at, self.config.allocation_settle_seconds
@@ -341,6 +341,10 @@ class Daemon:
         if changed:
             self._holds_seen = holds_version
             self._recompute()
+        # Observers hear of a transition only once views show it: the node labeler, poked here,
+        # reads the view at once and would otherwise count the card's old health.
+        for transition in transitions:
+            self._report(transition)
         self._first_apply.set()
 
     def _report(self, transition: Transition) -> None:
