@@ -27,6 +27,7 @@ from bench.blackbox import CARDS, WAIT, DaemonProcess, Site, pools_yaml, resourc
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubeletsim import AllocationError
+from hcs_deviceplugin.kubeletsim.sockets import remove_sockets
 from hcs_deviceplugin.kubeletsim.timeline import (
     HELD_ELSEWHERE,
     Kind,
@@ -45,24 +46,35 @@ Action = Callable[[], None]
 @dataclass
 class RestartResult:
     restarts: int
+    gap: float
     registrations: dict[str, int]
     allocations_before: int
     allocations_lost: int
     violations: list[Violation]
     recovery: list[float]
 
+    @property
+    def slow(self) -> str:
+        return f" ({self.gap:g} s between socket cleanup and kubelet.sock)" if self.gap else ""
+
     def summary(self) -> str:
         return (
-            f"kubelet restarted {self.restarts}x: registrations per pool {self.registrations} "
+            f"kubelet restarted {self.restarts}x{self.slow}: registrations per pool {self.registrations} "
             f"(expected {self.restarts + 1} each), allocations lost {self.allocations_lost} of "
             f"{self.allocations_before}, timeline violations {len(self.violations)}, re-served median "
             f"{statistics.median(self.recovery) * 1000:.0f} ms max {max(self.recovery) * 1000:.0f} ms"
         )
 
 
-def kubelet_restarts(restarts: int) -> RestartResult:
+def kubelet_restarts(restarts: int, gap: float = 0.0) -> RestartResult:
     """Restart kubelet ``restarts`` times with pods allocated and streams open; each pool must register
-    exactly once per restart, and every allocation survive with its devices still advertised."""
+    exactly once per restart, and every allocation survive with its devices still advertised.
+
+    With ``gap`` the restart is slow, as a real kubelet's can be: its cleanup removes our sockets,
+    and kubelet.sock comes back only ``gap`` seconds later. The daemon's once-a-second socket check
+    then sees the removal first and rebuilds with no kubelet to register with; it must register
+    once kubelet.sock is back.
+    """
     pools = ("train", "shared")
     with site() as s:
         s.write_pools(pools_yaml({"train": CARDS[:2], "shared": CARDS[2:]}, {"shared": 4}))
@@ -78,7 +90,13 @@ def kubelet_restarts(restarts: int) -> RestartResult:
                     s.kubelet.free_pod(f"pod-{round_ - 2}")
             before = sorted((a.key, a.device_ids) for a in s.kubelet.allocations())
             began = time.monotonic()
-            s.kubelet.restart()
+            if gap > 0:
+                s.kubelet.stop()
+                remove_sockets(s.plugin_dir)
+                time.sleep(gap)  # the slow restart itself
+                s.kubelet.start()
+            else:
+                s.kubelet.restart()
             wanted = round_ + 1
 
             def back(wanted: int = wanted) -> bool:
@@ -95,6 +113,7 @@ def kubelet_restarts(restarts: int) -> RestartResult:
             lost += not set(record.device_ids) <= s.advertised(pool)
         return RestartResult(
             restarts,
+            gap,
             {p: s.registrations(p) for p in pools},
             len(allocations),
             lost,

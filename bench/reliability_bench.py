@@ -16,6 +16,7 @@ SOAK_SECONDS = float(os.environ.get("HCS_SOAK_SECONDS", "600"))
 
 def run() -> list[str]:
     lines = [scenarios.kubelet_restarts(restarts=100).summary()]
+    lines.append(scenarios.kubelet_restarts(restarts=10, gap=1.5).summary())
     lines.append(scenarios.allocation_churn(allocations=10_000).summary())
     lines.append(scenarios.allocation_churn(allocations=10_000, swap_every=0.03).summary())
     lines.append(scenarios.sigkill_restart("slow", 1.0).summary())

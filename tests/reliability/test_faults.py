@@ -20,6 +20,17 @@ def test_kubelet_restarts_cost_one_registration_each_and_lose_nothing() -> None:
     assert result.violations == [], scenarios.check(result.violations)
 
 
+def test_slow_kubelet_restarts_are_still_one_registration_each() -> None:
+    """Our socket vanishes 1.2 s before kubelet.sock returns, so the daemon's socket check rebuilds
+    first and finds no kubelet to register with: it must wait for kubelet.sock, not spin or fail,
+    and register once when it comes. (How duplicate requests fold is pinned in tests/plugin.)"""
+    result = scenarios.kubelet_restarts(restarts=3, gap=1.2)
+    print(result.summary())
+    assert result.registrations == {"train": 4, "shared": 4}
+    assert result.allocations_lost == 0
+    assert result.violations == [], scenarios.check(result.violations)
+
+
 def test_allocation_churn_while_pools_flip_never_double_books() -> None:
     # Swaps 30 ms apart: each one is applied (at 10 ms most flip-flops coalesce into no move at all).
     result = scenarios.allocation_churn(allocations=1000, swap_every=0.03)
