@@ -2,7 +2,8 @@
 
 Two inputs: kubelet's pod-resources ``List`` (authoritative, polled) and ids we just handed out in
 Allocate (provisional, until a List taken after them can confirm; they expire so a pod that failed
-admission does not pin a card for ever). Pure functions over plain values.
+admission does not pin a card for ever). Pure functions over plain values, plus :class:`HoldBook`,
+the one thread-safe store of provisional holds that Allocate writes to.
 """
 
 from __future__ import annotations

@@ -37,28 +37,21 @@ class PluginDirLock:
 
     def acquire(self, stop: threading.Event, poll: float = 0.05, also: threading.Event | None = None) -> bool:
         """Take the lock; False if ``stop`` (or ``also``) was set first. Logs the holder's pid meanwhile."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = self._open()
         next_log = 0.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                now = time.monotonic()
-                if now >= next_log:
-                    log.warning(
-                        "another hcs-deviceplugin (pid %s) serves %s; waiting for it to exit",
-                        _holder(fd) or "unknown",
-                        self.path.parent,
-                    )
-                    next_log = now + self._log_every
-                if stop.wait(poll) or (also is not None and also.is_set()):
-                    os.close(fd)
-                    return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        while not _try_flock(fd):
+            now = time.monotonic()
+            if now >= next_log:
+                log.warning(
+                    "another hcs-deviceplugin (pid %s) serves %s; waiting for it to exit",
+                    _holder(fd) or "unknown",
+                    self.path.parent,
+                )
+                next_log = now + self._log_every
+            if stop.wait(poll) or (also is not None and also.is_set()):
+                os.close(fd)
+                return False
+        self._fd = _claim(fd)
         return True
 
     def ensure(self) -> None:
@@ -77,27 +70,26 @@ class PluginDirLock:
             log.warning("cannot check the lock file %s: %s", self.path, exc)
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            new = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            new = self._open()
         except OSError as exc:
             log.warning("cannot re-create the lock file %s: %s", self.path, exc)
             return
-        try:
-            fcntl.flock(new, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(new)
+        if not _try_flock(new):
             log.error(
                 "lock file %s was replaced and another instance (pid %s) holds it: two daemons serve this "
                 "directory",
                 self.path,
-                _holder_of(self.path) or "unknown",
+                _holder(new) or "unknown",
             )
+            os.close(new)
             return
-        os.ftruncate(new, 0)
-        os.write(new, f"{os.getpid()}\n".encode())
-        self._fd = new
+        self._fd = _claim(new)
         os.close(fd)
         log.info("lock file %s was removed; locked it again", self.path)
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -105,11 +97,19 @@ class PluginDirLock:
             os.close(fd)  # closing drops the flock; the file stays for the next instance
 
 
-def _holder_of(path: Path) -> str:
+def _try_flock(fd: int) -> bool:
     try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return ""
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _claim(fd: int) -> int:
+    """Write our pid into the lock file we now hold, for the next instance's log line."""
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def _holder(fd: int) -> str:

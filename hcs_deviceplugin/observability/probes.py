@@ -28,7 +28,7 @@ from typing import Protocol
 
 from hcs_deviceplugin.daemon import DaemonView
 from hcs_deviceplugin.kubelet.watch import FileIdentity, file_identity
-from hcs_deviceplugin.plugin.probe import pool_serving_problem, probe_pool
+from hcs_deviceplugin.plugin.probe import pool_serving_problem, probe_pool, registration_problem
 from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
 
 DEFAULT_TIMEOUT = 2.0
@@ -83,11 +83,8 @@ def readiness(
 def _pool_problem(
     server: ServerStatus, kubelet_socket: Path | None, current: FileIdentity | None, timeout: float
 ) -> str | None:
-    if server.status is not RegistrationStatus.REGISTERED:
-        reason = f"registration {server.status.value}"
-        return f"{reason}: {server.last_error}" if server.last_error else reason
     if kubelet_socket is None:
-        return None
+        return registration_problem(server)
     return pool_serving_problem(server, current) or probe_pool(Path(server.socket), timeout)
 
 

@@ -32,11 +32,19 @@ def probe_pool(socket_path: Path, timeout: float) -> str | None:
     return None
 
 
+def registration_problem(status: ServerStatus) -> str | None:
+    """None if ``status`` says registered, else its state and last error."""
+    if status.status is RegistrationStatus.REGISTERED:
+        return None
+    reason = f"registration {status.status.value}"
+    return f"{reason}: {status.last_error}" if status.last_error else reason
+
+
 def pool_serving_problem(status: ServerStatus, current_kubelet: FileIdentity | None) -> str | None:
     """None if ``status`` says registered with the kubelet.sock whose identity is ``current_kubelet``."""
-    if status.status is not RegistrationStatus.REGISTERED:
-        reason = f"registration {status.status.value}"
-        return f"{reason}: {status.last_error}" if status.last_error else reason
+    problem = registration_problem(status)
+    if problem is not None:
+        return problem
     if current_kubelet is None:
         return "kubelet.sock is missing (kubelet not running?)"
     if status.registered_kubelet != current_kubelet:
