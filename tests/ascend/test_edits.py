@@ -45,7 +45,11 @@ def test_chips_get_their_davinci_nodes_control_nodes_and_driver_mounts(ascend: H
     backend = ascend.backend(_with_driver(ascend.node(node_910b(8))))
     cards = backend.discover().cards
     edits = backend.container_edits(_card_units([cards[5], cards[2]]))
-    assert dict(edits.env) == {"ASCEND_VISIBLE_DEVICES": "2,5", "ASCEND_RUNTIME_OPTIONS": ""}
+    assert dict(edits.env) == {
+        "ASCEND_VISIBLE_DEVICES": "2,5",
+        "ASCEND_RT_VISIBLE_DEVICES": "0,1",
+        "ASCEND_RUNTIME_OPTIONS": "",
+    }
     assert edits.devices == _nodes("/dev/davinci2", "/dev/davinci5", *CONTROL)
     assert edits.mounts == tuple(Mount(p, p, read_only=True) for p in DRIVER[:2]), "npu-smi is absent"
 
@@ -55,6 +59,7 @@ def test_replicas_of_one_chip_count_once(ascend: Harness) -> None:
     cards = backend.discover().cards
     edits = backend.container_edits(_card_units([cards[1]], replicas=3))
     assert edits.env["ASCEND_VISIBLE_DEVICES"] == "1"
+    assert edits.env["ASCEND_RT_VISIBLE_DEVICES"] == "0", "the one chip is logical device 0 inside"
     assert edits.devices[0] == DeviceNode("/dev/davinci1", "/dev/davinci1", "rw")
 
 
@@ -72,7 +77,11 @@ def test_vnpus_map_vdavinci_and_say_virtual(ascend: Harness) -> None:
     parts = backend.partition(chip, "vir04", 2)
     edits = backend.container_edits(_vnpu_units(parts[1:]))
     vdev = parts[1].attributes["vdevId"]
-    assert dict(edits.env) == {"ASCEND_VISIBLE_DEVICES": vdev, "ASCEND_RUNTIME_OPTIONS": "VIRTUAL"}
+    assert dict(edits.env) == {
+        "ASCEND_VISIBLE_DEVICES": vdev,
+        "ASCEND_RT_VISIBLE_DEVICES": "0",
+        "ASCEND_RUNTIME_OPTIONS": "VIRTUAL",
+    }
     assert edits.devices[0] == DeviceNode(f"/dev/davinci{vdev}", f"/dev/vdavinci{vdev}", "rw")
     assert edits.devices[1:] == _nodes(*CONTROL, "/dev/dvpp_cmdlist")
 
@@ -89,7 +98,11 @@ def test_ascend_docker_mode_is_env_only(ascend: Harness, where: str) -> None:
         pool_options = {"useAscendDocker": "true"}
     cards = backend.discover().cards
     edits = backend.container_edits(_card_units(cards), pool_options)
-    assert dict(edits.env) == {"ASCEND_VISIBLE_DEVICES": "0,1", "ASCEND_RUNTIME_OPTIONS": ""}
+    assert dict(edits.env) == {
+        "ASCEND_VISIBLE_DEVICES": "0,1",
+        "ASCEND_RT_VISIBLE_DEVICES": "0,1",
+        "ASCEND_RUNTIME_OPTIONS": "",
+    }
     assert edits.devices == () and edits.mounts == ()
 
 

@@ -58,10 +58,14 @@ def _nodes(*paths: str) -> tuple[DeviceNode, ...]:
     return tuple(DeviceNode(p, p, "rw") for p in paths)
 
 
-def test_envvar_by_uuid_is_the_default(node: Node) -> None:
+def test_envvar_by_uuid_with_device_specs_is_the_default(node: Node) -> None:
+    """passDeviceSpecs defaults to true (DKP sets it; GPUs then survive a systemd daemon-reload)."""
     cards = node.inventory.cards
     edits = node.edits(node.card_units(0, 2))
-    assert edits == ContainerEdits(env={"NVIDIA_VISIBLE_DEVICES": f"{cards[0].id},{cards[2].id}"})
+    assert edits == ContainerEdits(
+        env={"NVIDIA_VISIBLE_DEVICES": f"{cards[0].id},{cards[2].id}"},
+        devices=_nodes(*CTL, "/dev/nvidia0", "/dev/nvidia2"),
+    )
 
 
 def test_envvar_by_index(node: Node) -> None:
@@ -81,7 +85,7 @@ def test_volume_mounts(node: Node) -> None:
     edits = node.edits(node.card_units(1), deviceListStrategy="volume-mounts")
     assert dict(edits.env) == {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices"}
     assert edits.mounts == (Mount(f"/var/run/nvidia-container-devices/{uuid}", "/dev/null", read_only=False),)
-    assert edits.devices == ()
+    assert edits.devices == _nodes(*CTL, "/dev/nvidia1")
 
 
 def test_cdi_annotations(node: Node) -> None:

@@ -14,8 +14,16 @@ Two modes, as the facts recommend:
   device nodes and driver files itself.
 Both set ``ASCEND_VISIBLE_DEVICES`` to the sorted phy ids (or vNPU ids: sorted, §7 "Logical vs physical
 IDs") and ``ASCEND_RUNTIME_OPTIONS`` to ``VIRTUAL`` for vNPUs, empty otherwise, as the plugin does;
-310B adds ``ASCEND_ALLOW_LINK=True``. ``LD_LIBRARY_PATH`` is left alone: setting it would replace the
-image's own value, and the runtime that would prepend to it is exactly what the default mode lacks.
+310B adds ``ASCEND_ALLOW_LINK=True``.
+
+``ASCEND_RT_VISIBLE_DEVICES`` (not set by Huawei's plugin) is ``0,1,…,k-1`` for ``k`` devices: inside
+the container CANN numbers the devices it can open 0..k-1 in the order of the sorted ids above, so
+logical device ``i`` is the ``i``-th id of ``ASCEND_VISIBLE_DEVICES``. Without it, frameworks that read
+it (torch_npu, vLLM-Ascend) open host ids such as ``4`` that do not exist in a container holding
+non-first chips ("open device 1 failed", "Invalid device ID"; ascend.md §7).
+
+``LD_LIBRARY_PATH`` is left alone: setting it would replace the image's own value, and the runtime
+that would prepend to it is exactly what the default mode lacks.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from hcs_deviceplugin.model import Card, ContainerEdits, DeviceNode, Mount, Part
 from vendors.ascend import attributes as attr
 
 VISIBLE_DEVICES = "ASCEND_VISIBLE_DEVICES"
+RT_VISIBLE_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"
 RUNTIME_OPTIONS = "ASCEND_RUNTIME_OPTIONS"
 ALLOW_LINK = "ASCEND_ALLOW_LINK"
 VIRTUAL = "VIRTUAL"
@@ -120,6 +129,7 @@ def container_edits(
     virtual = kinds == {True}
     env = {
         VISIBLE_DEVICES: ",".join(str(t.visible_id) for t in targets),
+        RT_VISIBLE_DEVICES: ",".join(str(i) for i in range(len(targets))),
         RUNTIME_OPTIONS: VIRTUAL if virtual else "",
     }
     if any(t.family == "Ascend310B" for t in targets):

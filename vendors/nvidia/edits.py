@@ -8,8 +8,11 @@ Options (pool options override the backend's defaults):
 - ``deviceListStrategy``: comma list of ``envvar`` (default), ``volume-mounts``, ``cdi-annotations``,
   ``cdi-cri``. With only CDI strategies the response carries no env, mounts or device nodes.
 - ``deviceIDStrategy``: ``uuid`` (default) or ``index`` (``"0"``, MIG ``"<gpu>:<migSlot>"``).
-- ``passDeviceSpecs``: ``true``/``false`` (default); device nodes for the cards, MIG capability nodes
-  and the node-wide control devices that exist on the host.
+- ``passDeviceSpecs``: ``true`` (default) / ``false``; device nodes for the cards, MIG capability nodes
+  and the node-wide control devices that exist on the host. Upstream defaults to ``false``; we default
+  to ``true`` as DKP's rendered configs set it, because devices that are in the container's OCI spec
+  keep working after ``systemctl daemon-reload`` (with the systemd cgroup driver, a reload rewrites
+  the container's device cgroup from the spec, and GPUs injected only by the NVIDIA hook are lost).
 - ``devRoot``: host prefix of device node paths (default ``/``).
 - ``cdiAnnotationPrefix`` (default ``cdi.k8s.io/``), ``cdiKind`` (default ``nvidia.com/gpu``, the kind
   ``nvidia-ctk cdi generate`` writes; NVIDIA's plugin uses ``k8s.device-plugin.nvidia.com/gpu`` for the
@@ -41,7 +44,7 @@ class EditOptions:
 
     list_strategies: tuple[str, ...] = ("envvar",)
     id_strategy: str = "uuid"
-    pass_device_specs: bool = False
+    pass_device_specs: bool = True
     dev_root: str = "/"
     cdi_annotation_prefix: str = "cdi.k8s.io/"
     cdi_kind: str = "nvidia.com/gpu"
@@ -49,6 +52,11 @@ class EditOptions:
     @property
     def cdi_only(self) -> bool:
         return all(s.startswith("cdi-") for s in self.list_strategies)
+
+
+def spec_edit_options(base: EditOptions) -> EditOptions:
+    """Options for a CDI spec entry: device nodes always, nothing that only signals a runtime."""
+    return replace(base, list_strategies=("envvar",), pass_device_specs=True)
 
 
 def _parse_list(value: str) -> tuple[str, ...]:
