@@ -31,6 +31,31 @@ class UnitKind(enum.StrEnum):
     PARTITION = "Partition"
 
 
+class DeviceDelivery(enum.StrEnum):
+    """How a pool's Allocate answer hands devices to the container runtime (POOLS.md, "deviceDelivery").
+
+    Every mode carries the backend's environment, because variables such as a visible-devices list
+    describe the whole set a container gets and CDI would let one device's value overwrite another's.
+
+    * ``deviceSpecs``: the backend's device nodes and mounts as ``DeviceSpec``/``Mount`` (works with
+      every runtime; device nodes in the OCI spec also survive a systemd daemon-reload);
+    * ``env``: environment only, for runtimes that add devices from it (NVIDIA Container Runtime,
+      Ascend Docker Runtime);
+    * ``cdi-cri``: CDI device names in the CRI field ``cdi_devices`` (kubelet 1.28+, containerd 1.7+);
+    * ``cdi-annotations``: the same names in a ``cdi.k8s.io/`` annotation (runtimes with CDI enabled
+      that predate the CRI field).
+    """
+
+    DEVICE_SPECS = "deviceSpecs"
+    ENV = "env"
+    CDI_CRI = "cdi-cri"
+    CDI_ANNOTATIONS = "cdi-annotations"
+
+    @property
+    def uses_cdi(self) -> bool:
+        return self in (DeviceDelivery.CDI_CRI, DeviceDelivery.CDI_ANNOTATIONS)
+
+
 class LinkKind(enum.StrEnum):
     """Kinds of card-to-card connection a backend can report, best first."""
 
@@ -154,7 +179,8 @@ class Pool:
     (fill one card before the next); the allocator reads it.
     ``source`` says where it was read from (file or ConfigMap) so errors and reports can point at it.
     ``options`` carries format-specific knobs that a backend may honour (e.g. device list strategy);
-    the core passes them through untouched.
+    the core passes them through untouched. ``device_delivery`` is the core's own choice of how
+    Allocate hands the devices over (:class:`DeviceDelivery`).
     """
 
     name: str
@@ -167,6 +193,7 @@ class Pool:
     source: str = ""
     replica_placement: str = "spread"
     options: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
+    device_delivery: DeviceDelivery = DeviceDelivery.DEVICE_SPECS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", _frozen_map(self.options))

@@ -7,6 +7,9 @@ the newest. Each apply runs in two phases so kubelet never sees one card under t
    wait (in parallel, bounded by ``delivery_wait``) until those lists are on the wire;
 2. only then do pools that gain cards advertise them.
 
+Before either phase, ``before_apply`` sees the job (the daemon refreshes its CDI specs there), so a
+spec names every card before a pool offers it, and the Allocate path never writes a file.
+
 Between the phases the holds are read once more: an Allocate answered by the losing pool before its
 list shrank is a hold the control loop may not have seen yet, so that card is left out of phase two
 (and the control loop recomputes, which makes it drain). Before phase two the restart state records
@@ -44,6 +47,8 @@ class ApplyJob:
     desired: Desired
     inventory: Inventory
     listed: Mapping[str, frozenset[str]]
+    discovered: frozenset[str] | None = None
+    """Backends whose inventory is known (None: all); only read by ``before_apply``."""
 
 
 def pool_topology(want: DesiredPool, inventory: Inventory) -> Topology:
@@ -87,8 +92,10 @@ class ServerApplier:
         delivery_wait: float,
         on_change: Callable[[], None],
         on_skipped: Callable[[str], None],
+        before_apply: Callable[[ApplyJob], object] | None = None,
     ) -> None:
         self._make_server = make_server
+        self._before_apply = before_apply
         self._holds = holds
         self._store = store
         self._delivery_wait = delivery_wait
@@ -170,6 +177,9 @@ class ServerApplier:
                     self._cond.notify_all()
 
     def _apply(self, job: ApplyJob) -> None:
+        if self._before_apply is not None:
+            # The CDI specs: written before any pool advertises a card they must name.
+            self._before_apply(job)
         desired = job.desired
         running = dict(self._applied)
         plan = plan_changes(running, desired.pools)

@@ -28,6 +28,9 @@ from types import MappingProxyType
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.cdi.delivery import deliver
+from hcs_deviceplugin.cdi.names import unit_names
+from hcs_deviceplugin.cdi.publisher import CdiPublisher, kinds_of
 from hcs_deviceplugin.daemon.applier import ApplyJob, ServerApplier
 from hcs_deviceplugin.daemon.events import Event, HeldListed, PoolsChanged, Recompute, Stop
 from hcs_deviceplugin.daemon.state import NodeState, Transition, fold, start_layouts
@@ -103,6 +106,12 @@ class Daemon:
         self._sources: list[PoolSource] = []
         self._lock = PluginDirLock(config.plugin_dir)
         self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
+        self._cdi_kinds = kinds_of(self._backends)
+        self.cdi = (
+            CdiPublisher(config.cdi_dir, self._backends, config.host_root_of)
+            if config.cdi_dir is not None
+            else None
+        )
         self.applier = ServerApplier(
             self._new_server,
             self._holds,
@@ -110,6 +119,7 @@ class Daemon:
             config.delivery_wait,
             on_change=self._notify,
             on_skipped=lambda reason: self._post(Recompute(reason)),
+            before_apply=self._publish_cdi,
         )
         self._poller = (
             PodResourcesPoller(config.pod_resources_socket, config.pod_resources_interval, self._listed)
@@ -259,14 +269,23 @@ class Daemon:
         return self.applier.servers[pool_name]
 
     def edits_for(self, pool: Pool, units: Sequence[Unit]) -> ContainerEdits:
-        """ContainerEdits for units of one pool, asking each owning backend for its own units."""
+        """ContainerEdits for units of one pool, asking each owning backend for its own units, shaped
+        for the pool's ``deviceDelivery``. In memory only: the CDI names are computed, not looked up."""
         by_backend: dict[str, list[Unit]] = {}
         for unit in units:
             by_backend.setdefault(unit.backend, []).append(unit)
         edits = ContainerEdits()
         for name, group in by_backend.items():
             edits = edits.merged(self._backends[name].container_edits(group, pool.options))
-        return edits
+        names: tuple[str, ...] = ()
+        if pool.device_delivery.uses_cdi:
+            if self.cdi is None:
+                raise ValueError(
+                    f"pool {pool.name} asks for deviceDelivery {pool.device_delivery.value}, "
+                    "but this daemon writes no CDI specs (--cdi-dir is empty)"
+                )
+            names = unit_names(units, self._cdi_kinds)
+        return deliver(edits, pool.device_delivery, names, pool.name)
 
     # -- inputs from other threads -------------------------------------------------------------------
 
@@ -390,7 +409,7 @@ class Daemon:
         )
         _log_changes(self._desired, desired)
         self._desired = desired
-        self.applier.submit(ApplyJob(desired, inventory, state.listed_held))
+        self.applier.submit(ApplyJob(desired, inventory, state.listed_held, frozenset(state.inventories)))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
 
@@ -432,6 +451,11 @@ class Daemon:
         )
         server.start()
         return server
+
+    def _publish_cdi(self, job: ApplyJob) -> None:
+        """On the applier thread: the CDI specs follow the inventory (see cdi/publisher.py)."""
+        if self.cdi is not None:
+            self.cdi.publish(job.inventory, job.discovered)
 
     def _notify(self) -> None:
         with self._changed:

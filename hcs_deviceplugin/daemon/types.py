@@ -42,6 +42,9 @@ class DaemonConfig:
 
     ``state_dir`` None keeps the restart state in memory only (tests); the chart mounts a hostPath.
     ``lock_plugin_dir`` takes the one-daemon-per-directory flock at start.
+    ``cdi_dir`` None writes no CDI specs (and a pool that asks for CDI delivery fails its Allocate);
+    ``host_root`` is where the host's device nodes are read for the specs, per backend where
+    ``backend_host_roots`` names one (``simulate --hardware fake`` gives each fake its own root).
     """
 
     plugin_dir: Path
@@ -58,6 +61,12 @@ class DaemonConfig:
     lock_plugin_dir: bool = True
     initial_discovery_wait: float = 10.0
     initial_pod_resources_wait: float = 1.0
+    cdi_dir: Path | None = None
+    host_root: Path = Path("/")
+    backend_host_roots: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
+
+    def host_root_of(self, backend: str) -> Path:
+        return self.backend_host_roots.get(backend, self.host_root)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ field by field, and turned into our ``Pool``:
 ``flags.migStrategy``                          option ``migStrategy``
 ``[flags.]plugin.deviceListStrategy`` etc.     options ``deviceListStrategy``, ``deviceIDStrategy``,
                                                ``passDeviceSpecs``, ``cdiAnnotationPrefix``
+``deviceListStrategy`` ``cdi-cri``,            the pool's ``deviceDelivery`` (our own CDI spec; the
+``cdi-annotations``                            backend keeps ``envvar``, see pools/delivery.py)
 =============================================  ========================================================
 
 Choices where POOLS.md and upstream are silent or do not fit one process serving many pools:
@@ -60,6 +62,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.pools.delivery import delivery_from_strategies
 from hcs_deviceplugin.pools.document import load_document
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.fields import (
@@ -196,7 +199,7 @@ def _document(
         check_keys(imex_map, IMEX_KEYS, "imex", report)
 
     flags = _flags(root, report)
-    options = _plugin_options(root, flags, report)
+    delivery, options = delivery_from_strategies(_plugin_options(root, flags, report))
     explicit_prefix = _explicit_prefix(flags, env, report)
     entries = _gpus(root, report, warn)
     replicas, rename = _sharing(root, set(entries), report, warn)
@@ -224,6 +227,7 @@ def _document(
             devices=tuple(entry.selectors),
             source=source,
             options=options,
+            device_delivery=delivery,
         )
         pools.append(LocatedPool(pool, child(entry.path, "name")))
     return pools

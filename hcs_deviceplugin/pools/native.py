@@ -16,6 +16,8 @@ Choices where POOLS.md is silent (kept here so that users and tests agree):
   empty template value than the intent.
 * An optional key given as ``null`` counts as absent (templating tools render empty values so).
 * ``unit`` is case-sensitive: ``Card``, ``Partition`` or ``MIG`` (an alias of ``Partition``).
+* ``deviceDelivery`` is ``deviceSpecs`` (default), ``env``, ``cdi-cri`` or ``cdi-annotations``
+  (:class:`~hcs_deviceplugin.model.DeviceDelivery`), case-sensitive.
 * ``pciAddress`` must be ``dddd:bb:dd.f`` (domain, bus, device ≤ 1f, function ≤ 7, hex); it is stored
   lower-case. ``node`` must be a DNS-1123 subdomain (a Kubernetes node name).
 * Two entries of one pool name the same card when they share key and value and their ``node`` can
@@ -30,8 +32,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
+from hcs_deviceplugin.pools.delivery import DELIVERIES
 from hcs_deviceplugin.pools.document import Syntax, load_document
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.fields import (
@@ -81,6 +84,7 @@ POOL_KEYS = (
     "replicaPlacement",
     "resourceName",
     "devices",
+    "deviceDelivery",
 )
 REPLICA_PLACEMENTS = ("spread", "pack")
 IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
@@ -339,6 +343,17 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
 
     devices = _devices(optional(raw, "devices"), child(path, "devices"), report)
 
+    delivery = DeviceDelivery.DEVICE_SPECS
+    raw_delivery = optional(raw, "deviceDelivery")
+    if raw_delivery is not MISSING:
+        if isinstance(raw_delivery, str) and raw_delivery in DELIVERIES:
+            delivery = DeviceDelivery(raw_delivery)
+        else:
+            report.add(
+                child(path, "deviceDelivery"),
+                f"must be one of {', '.join(DELIVERIES)}, got {describe_value(raw_delivery)}",
+            )
+
     prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
     resource_name = f"{prefix}/{name}"
     raw_resource = optional(raw, "resourceName")
@@ -361,6 +376,7 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
         devices=devices or (),
         source=source,
         replica_placement=placement,
+        device_delivery=delivery,
     )
 
 

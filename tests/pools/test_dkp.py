@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, UnitKind
 from hcs_deviceplugin.pools.dkp import parse_dkp_plugin_config
 from hcs_deviceplugin.pools.errors import ConfigErrors
 from hcs_deviceplugin.pools.objects import ConfigMapObject
@@ -203,11 +203,12 @@ VALID = [
                 devices=patterns("GPU-1"),
                 options={
                     "migStrategy": "mixed",
-                    "deviceListStrategy": "volume-mounts,cdi-cri",
+                    "deviceListStrategy": "envvar",
                     "deviceIDStrategy": "index",
                     "passDeviceSpecs": "false",
                     "cdiAnnotationPrefix": "cdi.example.com/",
                 },
+                device_delivery=DeviceDelivery.CDI_CRI,
             )
         ],
         id="flags-plugin-strategies-list-form-mig-mixed",
@@ -227,8 +228,9 @@ VALID = [
                 options={
                     "migStrategy": "single",
                     "deviceIDStrategy": "uuid",
-                    "deviceListStrategy": "cdi-annotations",
+                    "deviceListStrategy": "envvar",
                 },
+                device_delivery=DeviceDelivery.CDI_ANNOTATIONS,
             )
         ],
         id="both-plugin-sections-agree-mig-single",

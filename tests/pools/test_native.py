@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, UnitKind
 from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.native import parse_native
 
@@ -107,6 +107,14 @@ VALID = [
         [pool("shared", slices_per_unit=4)],
         id="slices-4",
     ),
+    *(
+        pytest.param(
+            f"version: v1\npools:\n  - {{name: p, deviceDelivery: {delivery.value}}}\n",
+            [pool("p", device_delivery=delivery)],
+            id=f"delivery-{delivery.value}",
+        )
+        for delivery in DeviceDelivery
+    ),
     pytest.param(
         "version: v1\npools:\n  - {name: lo, slicesPerUnit: 1}\n  - {name: hi, slicesPerUnit: 64}\n",
         [pool("lo"), pool("hi", slices_per_unit=64)],
@@ -176,6 +184,16 @@ INVALID = [
         "version: v1\nPools: []\n", [("Pools", "did you mean 'pools'?")], id="top-level-key-wrong-case"
     ),
     pytest.param(one_pool("colour: red\n"), [("pools[0].colour", "unknown key")], id="unknown-pool-key"),
+    pytest.param(
+        one_pool("deviceDelivery: cdi\n"),
+        [("pools[0].deviceDelivery", "one of deviceSpecs, env, cdi-cri, cdi-annotations, got string")],
+        id="delivery-unknown",
+    ),
+    pytest.param(
+        one_pool("deviceDelivery: CDI-CRI\n"),
+        [("pools[0].deviceDelivery", "must be one of")],
+        id="delivery-case-sensitive",
+    ),
     pytest.param(
         one_pool("slicePerUnit: 2\n"),
         [("pools[0].slicePerUnit", "did you mean 'slicesPerUnit'?")],

@@ -161,6 +161,8 @@ class AscendBackend:
     """Huawei Ascend NPUs (one Card per chip/die) and vNPUs through DCMI."""
 
     name = "ascend"
+    cdi_class = "npu"
+    """Our CDI specs name chips and vNPUs ``hcs.deckhouse.io/npu=<id>`` (see hcs_deviceplugin/cdi)."""
 
     def __init__(
         self, config: BackendConfig, settings: AscendSettings, lib: DcmiLibrary, bounds: CallBounds
@@ -234,6 +236,15 @@ class AscendBackend:
             raise ValueError("container_edits before discover(): no Ascend chips are known yet")
         edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
         return edits.container_edits(units, snapshot.cards, snapshot.partitions, snapshot.host, edit_options)
+
+    def cdi_edits(self, units: Sequence[Unit]) -> ContainerEdits:
+        """What our CDI spec entry holds: device nodes and driver mounts even where pools rely on
+        Ascend Docker Runtime (``useAscendDocker``), since a CDI pool gets nothing from that runtime."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            raise ValueError("cdi_edits before discover(): no Ascend chips are known yet")
+        spec_options = edits.EditOptions(use_ascend_docker=False)
+        return edits.container_edits(units, snapshot.cards, snapshot.partitions, snapshot.host, spec_options)
 
     def links(self) -> LinkMatrix:
         return self._inventory().links

@@ -89,6 +89,8 @@ class CambriconBackend:
     """Cambricon MLUs from sysfs/procfs//dev; see the module docstring."""
 
     name = "cambricon"
+    cdi_class = "mlu"
+    """Our CDI specs name MLUs ``hcs.deckhouse.io/mlu=<card id>`` (see hcs_deviceplugin/cdi)."""
 
     def __init__(self, config: BackendConfig, settings: CambriconSettings) -> None:
         self._config = config

@@ -75,6 +75,8 @@ class HygonBackend:
     """Hygon DCUs from sysfs; see the module docstring."""
 
     name = "hygon"
+    cdi_class = "dcu"
+    """Our CDI specs name DCUs ``hcs.deckhouse.io/dcu=<card id>`` (see hcs_deviceplugin/cdi)."""
 
     def __init__(self, config: BackendConfig, settings: HygonSettings, table: ModelTable) -> None:
         self._config = config

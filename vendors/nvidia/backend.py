@@ -129,6 +129,8 @@ class NvidiaBackend:
     """NVIDIA GPUs and MIG devices through NVML (pynvml)."""
 
     name = "nvidia"
+    cdi_class = "gpu"
+    """Our CDI specs name these devices ``hcs.deckhouse.io/gpu=<UUID>`` (see hcs_deviceplugin/cdi)."""
 
     def __init__(self, config: BackendConfig, settings: NvidiaSettings, library: str) -> None:
         self._config = config
@@ -178,6 +180,15 @@ class NvidiaBackend:
             raise ValueError("container_edits before discover(): no NVIDIA cards are known yet")
         edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
         return edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
+
+    def cdi_edits(self, units: Sequence[Unit]) -> ContainerEdits:
+        """What our CDI spec entry of a GPU or MIG device holds: its device nodes, whatever a pool's
+        or the backend's delivery options say (the spec must be complete for any pool that names it)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            raise ValueError("cdi_edits before discover(): no NVIDIA cards are known yet")
+        spec_options = edits.spec_edit_options(self._settings.edit_defaults)
+        return edits.container_edits(units, snapshot.cards, snapshot.partitions, spec_options)
 
     def links(self) -> LinkMatrix:
         return self._inventory().links
