@@ -26,6 +26,7 @@ from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_l
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 DEFAULT_POOLS_DIR = Path("/etc/hcs-deviceplugin/pools")
 DEFAULT_STATE_DIR = Path("/var/lib/hcs-deviceplugin")
+DEFAULT_CDI_DIR = "/var/run/cdi"
 SIMULATED_BACKEND = "simulated"
 
 
@@ -72,6 +73,11 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=DEFAULT_STATE_DIR,
         help="where the daemon remembers which pool advertised each card, for a safe restart",
+    )
+    run.add_argument(
+        "--cdi-dir",
+        default=DEFAULT_CDI_DIR,
+        help="where to write this node's CDI specs (hcs-deviceplugin-<vendor>.json); empty: write none",
     )
     run.add_argument("--backend-option", action="append", default=[], metavar="NAME.KEY=VALUE")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -240,6 +246,7 @@ def command_run(args: argparse.Namespace) -> int:
             pod_resources_interval=args.pod_resources_interval,
             allocation_settle_seconds=args.allocation_settle_seconds,
             state_dir=args.state_dir,
+            cdi_dir=Path(args.cdi_dir) if args.cdi_dir else None,
             backend_options=options,
             metrics_address=args.metrics_address,
             metrics_port=args.metrics_port,

@@ -39,8 +39,8 @@ class DeviceDelivery(enum.StrEnum):
 
     * ``deviceSpecs``: the backend's device nodes and mounts as ``DeviceSpec``/``Mount`` (works with
       every runtime; device nodes in the OCI spec also survive a systemd daemon-reload);
-    * ``env``: environment only, for runtimes that add devices from it (NVIDIA Container Runtime,
-      Ascend Docker Runtime);
+    * ``env``: environment only, for nodes whose vendor container runtime adds the devices named by
+      a visible-devices variable itself;
     * ``cdi-cri``: CDI device names in the CRI field ``cdi_devices`` (kubelet 1.28+, containerd 1.7+);
     * ``cdi-annotations``: the same names in a ``cdi.k8s.io/`` annotation (runtimes with CDI enabled
       that predate the CRI field).

@@ -54,6 +54,7 @@ class RunSettings:
     pod_resources_interval: float
     allocation_settle_seconds: float = 2.0
     state_dir: Path | None = None
+    cdi_dir: Path | None = None
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
@@ -119,6 +120,8 @@ class Runner:
                 pod_resources_interval=settings.pod_resources_interval,
                 allocation_settle_seconds=settings.allocation_settle_seconds,
                 state_dir=settings.state_dir,
+                cdi_dir=settings.cdi_dir,
+                host_root=settings.host_root,
             ),
             self.backends.running,
             absent_backends=self.backends.absent,

@@ -8,7 +8,7 @@ writes the spec, so the two cannot disagree.
   attribute (``gpu``, ``npu``, ``dcu``, ``mlu``), otherwise the class is the backend's name.
 * A device is named after the card or partition a unit stands for, so every time-slice replica of a
   card resolves to the one entry of that card. CDI allows letters, digits and ``_ . : -`` with a
-  letter or digit at both ends; an id that is already such a name is used as it is (NVIDIA UUIDs, PCI
+  letter or digit at both ends; an id that is already such a name is used as it is (UUIDs, PCI
   addresses), any other is cleaned and given a short hash of the original, so two ids never share a
   name.
 """

@@ -28,10 +28,11 @@ CLEAR = "\x1b[H\x1b[2J"
 def command_simulate(args: argparse.Namespace) -> int:
     configure_logging("text", args.log_level)
     workdir = Path(tempfile.mkdtemp(prefix="hcs-sim-", dir="/tmp"))
-    plugin_dir, pools_dir = workdir / "dp", workdir / "pools"
+    plugin_dir, pools_dir, cdi_dir = workdir / "dp", workdir / "pools", workdir / "cdi"
     stop = threading.Event()
+    host_roots: dict[str, Path] = {}
     if args.hardware == "fake":
-        backends, injector_for = _fake_hardware_backends(workdir / "hardware", stop)
+        backends, injector_for, host_roots = _fake_hardware_backends(workdir / "hardware", stop)
     else:
         backends, injector_for = _simulated_backend(args.node, stop)
     kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
@@ -45,6 +46,8 @@ def command_simulate(args: argparse.Namespace) -> int:
             node_name="hcs-sim-node",
             pod_resources_socket=workdir / "pod-resources.sock",
             pod_resources_interval=1.0,
+            cdi_dir=cdi_dir,
+            backend_host_roots=host_roots,
         ),
         backends,
     )
@@ -75,10 +78,10 @@ def command_simulate(args: argparse.Namespace) -> int:
     finally:
         step_done.set()
         if args.once or status:
-            print(render(daemon.view(), kubelet, scenario.log))
+            print(render(daemon.view(), kubelet, scenario.log, cdi_dir))
         else:
             if not live:
-                print(render(daemon.view(), kubelet, scenario.log))
+                print(render(daemon.view(), kubelet, scenario.log, cdi_dir))
                 print("\nscenario done; the daemon keeps serving. Ctrl-C to stop.", flush=True)
             from hcs_deviceplugin.cli import SignalWaiter
 
@@ -101,8 +104,9 @@ def _simulated_backend(
 
 def _fake_hardware_backends(
     directory: Path, stop: threading.Event
-) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector]]:
-    """Every vendor fake that can be set up here, with its real backend started on it."""
+) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector], dict[str, Path]]:
+    """Every vendor fake that can be set up here, with its real backend started on it, and the
+    host root of each (where the CDI specs' device nodes are read)."""
     prepared = prepare_all(directory)
     if not prepared.ready:
         raise SystemExit(
@@ -119,7 +123,7 @@ def _fake_hardware_backends(
     def injector_for(daemon: Daemon) -> HealthInjector:
         return HardwareInjector(by_backend, lambda: {c.id: c for c in daemon.view().cards})
 
-    return backends, injector_for
+    return backends, injector_for, {fake.backend: fake.host_root for fake in prepared.ready}
 
 
 def _paint_live(
@@ -133,6 +137,6 @@ def _paint_live(
         with scenario.lock:
             lines = list(scenario.log)
         suffix = "\n\nscenario done; the daemon keeps serving. Ctrl-C to stop." if done.is_set() else ""
-        sys.stdout.write(CLEAR + render(daemon.view(), kubelet, lines) + suffix + "\n")
+        sys.stdout.write(CLEAR + render(daemon.view(), kubelet, lines, daemon.config.cdi_dir) + suffix + "\n")
         sys.stdout.flush()
         stop.wait(0.5)

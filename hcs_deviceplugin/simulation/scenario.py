@@ -19,7 +19,7 @@ import yaml
 
 from hcs_deviceplugin.daemon import Daemon
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
-from hcs_deviceplugin.model import Card, Health, HealthEvent, Inventory
+from hcs_deviceplugin.model import Card, DeviceDelivery, Health, HealthEvent, Inventory
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 
 STEP_TIMEOUT = 15.0
@@ -38,7 +38,8 @@ def _label(text: str) -> str:
 
 def initial_pools(inventory: Inventory) -> dict[str, Any]:
     """A native pools document: per vendor label, a Partition pool for partitioned cards, and the
-    rest split into an exclusive ``-train`` pool and a 4-way time-sliced ``-shared`` pool."""
+    rest split into an exclusive ``-train`` pool and a 4-way time-sliced ``-shared`` pool. The
+    ``-shared`` pools hand their devices over as CDI names (``deviceDelivery: cdi-cri``)."""
     groups: dict[str, list[Card]] = {}
     for card in sorted(inventory.cards, key=lambda c: c.index):
         groups.setdefault(_label(card.vendor), []).append(card)
@@ -63,6 +64,7 @@ def initial_pools(inventory: Inventory) -> dict[str, Any]:
                 {
                     "name": f"{label}-shared",
                     "slicesPerUnit": 4,
+                    "deviceDelivery": DeviceDelivery.CDI_CRI.value,
                     "devices": [{"uuid": c.id} for c in whole[half:]],
                 }
             )
@@ -116,6 +118,7 @@ class Scenario:
                 self.kubelet.allocate(f"{name}-pod-{i}", "main", self.resource_of(name), 1)
                 pods += 1
         self.say(f"2. {pods} pods allocated through GetPreferredAllocation + Allocate")
+        self._check_cdi_names()
         self.pause()
 
         victim = self.daemon.view().pools[train].units[0]
@@ -137,6 +140,22 @@ class Scenario:
         if shared is not None:
             self._move_free_card(train, shared)
             self.pause()
+
+    def _check_cdi_names(self) -> None:
+        """Every CDI name an Allocate answer gave is in a spec file the daemon wrote."""
+        publisher = self.daemon.cdi
+        named = [(r, [d.name for d in r.response.cdi_devices]) for r in self.kubelet.allocations()]
+        named = [(r, names) for r, names in named if names]
+        if publisher is None or not named:
+            return
+        missing = sorted({n for _, names in named for n in names} - publisher.names)
+        if missing:
+            raise RuntimeError(f"Allocate named CDI devices that no spec defines: {missing}")
+        record, names = named[0]
+        self.say(
+            f"2b. {len(named)} CDI answers resolve in {publisher.files.directory}: "
+            f"{record.pod} got {', '.join(names)}"
+        )
 
     def _move_free_card(self, source: str, target: str) -> None:
         held = {d for r in self.kubelet.allocations() for d in r.device_ids}

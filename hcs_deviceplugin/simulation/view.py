@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from hcs_deviceplugin.daemon import DaemonView
 from hcs_deviceplugin.kubeletsim import AllocationRecord, KubeletSimulator
@@ -73,7 +75,22 @@ def allocations_table(records: Sequence[AllocationRecord]) -> str:
     return table(["POD", "CONTAINER", "RESOURCE", "DEVICES"], rows) if rows else "(no allocations)"
 
 
-def render(view: DaemonView, kubelet: KubeletSimulator, log_lines: Sequence[str]) -> str:
+def cdi_table(directory: Path) -> str:
+    """The spec files in the CDI directory: which kind, how many devices, the first device's name."""
+    rows = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            spec = json.loads(path.read_text())
+            devices = spec["devices"]
+            rows.append([path.name, spec["kind"], str(len(devices)), devices[0]["name"] if devices else "-"])
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
+            rows.append([path.name, f"unreadable: {err}", "-", "-"])
+    return table(["FILE", "KIND", "DEVICES", "FIRST"], rows) if rows else "(no spec files)"
+
+
+def render(
+    view: DaemonView, kubelet: KubeletSimulator, log_lines: Sequence[str], cdi_dir: Path | None = None
+) -> str:
     parts = [
         "Pools",
         pools_table(view, kubelet),
@@ -84,6 +101,8 @@ def render(view: DaemonView, kubelet: KubeletSimulator, log_lines: Sequence[str]
         "Allocations (kubelet simulator)",
         allocations_table(kubelet.allocations()),
     ]
+    if cdi_dir is not None:
+        parts += ["", f"CDI specs ({cdi_dir})", cdi_table(cdi_dir)]
     if view.config_errors:
         parts += ["", "Config errors", *view.config_errors]
     if view.absent_backends:

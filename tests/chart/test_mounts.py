@@ -15,7 +15,8 @@ VENDOR_PATHS = {
 }
 KUBELET_DIRS = {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/sys", "/dev"}
 STATE_DIR = "/var/lib/hcs-deviceplugin"
-COMMON = KUBELET_DIRS | {STATE_DIR}
+CDI_DIR = "/var/run/cdi"
+COMMON = KUBELET_DIRS | {STATE_DIR, CDI_DIR}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -82,7 +83,7 @@ def test_host_root_flag_matches_the_mounts() -> None:
     values = {**ALL_ON, "hostRoot": "/hostfs"}
     assert flag(args(values), "host-root") == "/hostfs"
     for host, (mount, _) in host_mounts(values).items():
-        if host.startswith("/var/lib/kubelet") or host == STATE_DIR:
+        if host.startswith("/var/lib/kubelet") or host in (STATE_DIR, CDI_DIR):
             continue  # the daemon's own directories are mounted where it uses them, not for backends
         assert mount == f"/hostfs{host}"
 
@@ -126,3 +127,20 @@ def test_custom_host_path_for_a_vendor() -> None:
     mounts = host_mounts(values)
     assert mounts["/usr/local/hyhal"] == ("/host/usr/local/hyhal", True)
     assert "/opt/hyhal" not in mounts
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cdi_dir_is_mounted_read_write_at_its_host_path(case: str) -> None:
+    volumes = {v["name"]: v for v in pod_spec(CASES[case])["volumes"]}
+    assert volumes["cdi"]["hostPath"] == {"path": CDI_DIR, "type": "DirectoryOrCreate"}
+    assert host_mounts(CASES[case])[CDI_DIR] == (CDI_DIR, False)
+    assert flag(args(CASES[case]), "cdi-dir") == CDI_DIR
+
+
+def test_cdi_can_move_or_be_turned_off() -> None:
+    moved = {"cdi": {"enabled": True, "dir": "/etc/cdi"}}
+    assert host_mounts(moved)["/etc/cdi"] == ("/etc/cdi", False)
+    assert flag(args(moved), "cdi-dir") == "/etc/cdi"
+    off = {"cdi": {"enabled": False, "dir": CDI_DIR}}
+    assert CDI_DIR not in host_mounts(off)
+    assert flag(args(off), "cdi-dir") == "", "an empty --cdi-dir writes no specs"

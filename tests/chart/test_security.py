@@ -27,10 +27,15 @@ def test_pod_seccomp_is_runtime_default_and_no_host_namespaces() -> None:
         assert not spec.get(key, False), key
 
 
-def test_only_tmp_is_writable_besides_the_device_plugins_and_state_dirs() -> None:
+def test_only_tmp_is_writable_besides_the_device_plugins_state_and_cdi_dirs() -> None:
     spec = pod_spec(ALL_ON)
     writable = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if not m.get("readOnly")}
-    assert writable == {"/var/lib/kubelet/device-plugins", "/var/lib/hcs-deviceplugin", "/tmp"}
+    assert writable == {
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/hcs-deviceplugin",
+        "/var/run/cdi",
+        "/tmp",
+    }
     tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")
     assert tmp["emptyDir"]["medium"] == "Memory"
 

@@ -33,6 +33,9 @@ def test_simulate_once_plays_the_scenario_and_prints_the_final_state() -> None:
     assert "gpu.deckhouse.io/nvidia-train" in out and "registered" in out
     assert "5. pool change applied live" in out and "FAILED" not in out
     assert "nvidia-shared-pod-new" in out
+    cdi = out.split("\nCDI specs (")[1].split("\n\n")[0]
+    assert "hcs-deviceplugin-simulated.json  hcs.deckhouse.io/simulated" in cdi
+    assert "2b. 3 CDI answers resolve in" in out, "the -shared pool delivers through CDI"
 
 
 def test_simulate_on_fake_hardware_serves_every_vendor_fake_through_its_real_backend() -> None:
@@ -54,6 +57,9 @@ def test_simulate_on_fake_hardware_serves_every_vendor_fake_through_its_real_bac
     assert len(vendors_shown) == len(fakes) and {"nvidia", "hygon", "cambricon"} <= vendors_shown, cards
     assert "3. card" in result.stdout and "4. card" in result.stdout and "Healthy again" in result.stdout
     assert "5. pool change applied live" in result.stdout and "FAILED" not in result.stdout
+    cdi = result.stdout.split("\nCDI specs (")[1].split("\n\n")[0].splitlines()[2:]
+    assert sorted(line.split()[0] for line in cdi) == [f"hcs-deviceplugin-{name}.json" for name in fakes]
+    assert "CDI answers resolve in" in result.stdout
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import pytest
 from hcs_deviceplugin.model import ContainerEdits, DeviceNode, Mount, Unit, replica_unit_id
 from tests.simulated.conftest import card, make_backend
 from vendors.simulated import SimulatedBackend
-from vendors.simulated.edits import cdi_device_name, partition_device_path
+from vendors.simulated.edits import partition_device_path
 
 DRIVER_MOUNT = Mount("/usr/local/hcs-sim", "/usr/local/hcs-sim", read_only=True)
 
@@ -37,7 +37,7 @@ def test_whole_cards() -> None:
     assert edits.devices == (dev("/dev/hcs-sim/card3"), dev("/dev/hcs-sim/card5"))
     assert dict(edits.env) == {"HCS_SIM_VISIBLE_DEVICES": "GPU-a,0000:63:00.0"}
     assert dict(edits.annotations) == {"hcs.io/simulated-units": "GPU-a,0000:63:00.0"}
-    assert edits.cdi_devices == ("sim.hcs.io/device=GPU-a", "sim.hcs.io/device=0000:63:00.0")
+    assert edits.cdi_devices == (), "CDI names are the core's, for pools that deliver through CDI"
     assert edits.mounts == (DRIVER_MOUNT,)
 
 
@@ -50,7 +50,6 @@ def test_replicas_of_one_card_share_its_hardware() -> None:
     assert edits.devices == (dev("/dev/hcs-sim/card3"),)
     assert edits.env["HCS_SIM_VISIBLE_DEVICES"] == "GPU-a"
     assert edits.annotations["hcs.io/simulated-units"] == "GPU-a::0,GPU-a::2"
-    assert edits.cdi_devices == ("sim.hcs.io/device=GPU-a",)
 
 
 def test_partition_gets_its_card_and_its_own_node() -> None:
@@ -63,7 +62,6 @@ def test_partition_gets_its_card_and_its_own_node() -> None:
     assert edits.devices == (dev("/dev/hcs-sim/card3"), dev("/dev/hcs-sim/part-MIG-GPU-a-1-0"))
     assert edits.env["HCS_SIM_VISIBLE_DEVICES"] == part
     assert edits.annotations["hcs.io/simulated-units"] == f"{part},{part}::1"
-    assert edits.cdi_devices == ("sim.hcs.io/device=MIG-GPU-a-1-0",)
 
 
 def test_card_and_its_partition_together() -> None:
@@ -71,20 +69,6 @@ def test_card_and_its_partition_together() -> None:
     edits = node().container_edits(units)
     assert [d.container_path for d in edits.devices] == ["/dev/hcs-sim/card3", "/dev/hcs-sim/part-p"]
     assert edits.env["HCS_SIM_VISIBLE_DEVICES"] == "GPU-a,p"
-
-
-@pytest.mark.parametrize(
-    ("hardware_id", "name"),
-    [
-        ("GPU-6f1c", "GPU-6f1c"),
-        ("0000:17:00.0", "0000:17:00.0"),
-        ("MIG-GPU-x/7/0", "MIG-GPU-x-7-0"),
-        ("/odd id!", "odd-id"),
-        ("...", "unnamed"),
-    ],
-)
-def test_cdi_names_follow_cdi_rules(hardware_id: str, name: str) -> None:
-    assert cdi_device_name(hardware_id) == f"sim.hcs.io/device={name}"
 
 
 def test_partition_paths_are_single_file_names() -> None:

@@ -1,8 +1,9 @@
 """ContainerEdits of the simulated backend: what a container would get on a node with this hardware.
 
 The edits have the same shape a hardware backend produces (device nodes, a visible-devices variable, a
-driver mount, CDI names, an annotation) so that Allocate, the CDI path and the tests of the core are
-exercised for real in ``simulate``; only the names are our own (``/dev/hcs-sim``, ``sim.hcs.io``).
+driver mount, an annotation) so that Allocate, the CDI specs the core writes from them and the tests
+of the core are exercised for real in ``simulate``; only the names are our own (``/dev/hcs-sim``).
+CDI names are the core's (``hcs.deckhouse.io/simulated=<id>``, for pools that ask for CDI delivery).
 This module is pure: it maps units and a card-index table to values, no I/O and no backend state.
 """
 
@@ -17,11 +18,8 @@ DEVICE_DIR = "/dev/hcs-sim"
 DRIVER_DIR = "/usr/local/hcs-sim"
 VISIBLE_DEVICES_ENV = "HCS_SIM_VISIBLE_DEVICES"
 UNITS_ANNOTATION = "hcs.io/simulated-units"
-CDI_KIND = "sim.hcs.io/device"
 
 _NOT_PATH_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_NOT_CDI_SAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
-_CDI_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
 def card_device_path(index: int) -> str:
@@ -32,16 +30,6 @@ def card_device_path(index: int) -> str:
 def partition_device_path(partition_id: str) -> str:
     """The device node of a partition, like a MIG capability node; ids are made safe for a file name."""
     return f"{DEVICE_DIR}/part-{_NOT_PATH_SAFE.sub('-', partition_id)}"
-
-
-def cdi_device_name(hardware_id: str) -> str:
-    """``sim.hcs.io/device=<name>`` with the id reduced to CDI's device-name characters.
-
-    CDI allows letters, digits, ``_ . : -`` and needs a letter or digit at both ends, so other runs of
-    characters become ``-`` and the ends are trimmed.
-    """
-    name = _CDI_EDGE.sub("", _NOT_CDI_SAFE.sub("-", hardware_id)) or "unnamed"
-    return f"{CDI_KIND}={name}"
 
 
 def simulated_container_edits(
@@ -73,5 +61,4 @@ def simulated_container_edits(
         devices=tuple(devices.values()),
         mounts=(Mount(container_path=DRIVER_DIR, host_path=DRIVER_DIR, read_only=True),),
         annotations={UNITS_ANNOTATION: ",".join(dict.fromkeys(u.id for u in units))},
-        cdi_devices=tuple(dict.fromkeys(cdi_device_name(h) for h in hardware)),
     )
