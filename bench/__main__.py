@@ -43,6 +43,7 @@ MODULE_GROUPS = (
     "ascend",
     "allocator",
     "pools",
+    "cdi",
     "api",
     "footprint",
     "hostile_pools",
