@@ -28,7 +28,7 @@ from tests.cdi.runtime import CdiRegistry, annotation_names
 from tests.integration.conftest import WAIT, card_pool, pool_doc, resource
 from vendors import cambricon, hygon
 from vendors.cambricon.fake import FakeMluNode, mlulink_node, write_cambricon_node
-from vendors.hygon.fake import FakeHygonNode, write_hygon_node, xgmi_node
+from vendors.hygon.fake import DcuSpec, FakeHygonNode, write_hygon_node, xgmi_node
 
 RESCAN = {"udev": "off", "rescanSeconds": "0.05"}
 
@@ -157,6 +157,47 @@ def test_cdi_pools_answer_with_names_that_resolve_in_the_written_specs(cdi_node:
             "/dev/cambricon_dev2",
             "/dev/cambricon_dev3",
         }
+    finally:
+        cdi_node.stop.set()
+        daemon.stop()
+
+
+def test_a_hot_added_card_is_in_the_spec_before_kubelet_sees_it(cdi_node: CdiNode) -> None:
+    backends = cdi_node.backends()
+    newcomer = DcuSpec(
+        address="0000:03:02.0",
+        card_minor=9,
+        render_minor=140,
+        numa_node=0,
+        bridges=cdi_node.hygon.spec.dcus[0].bridges[:2],
+        gpu_id=999,
+        serial="TPXS32NEWCARD001",
+    )
+    new_id = f"DCU-{newcomer.serial}"
+    cdi_node.write_pools(card_pool("dcu", *card_ids(backends["hygon"]), new_id, deviceDelivery="cdi-cri"))
+    daemon = cdi_node.daemon(backends)
+    daemon.start()
+    try:
+        cdi_node.kubelet.wait_for(
+            lambda k: resource("dcu") in k.resources() and len(k.resource(resource("dcu")).healthy) == 2,
+            WAIT,
+            "the two DCUs present",
+        )
+        assert f"hcs.deckhouse.io/dcu={new_id}" not in spec_devices(cdi_node.cdi_dir)
+        in_spec_when_seen: list[bool] = []
+
+        def seen(k: KubeletSimulator) -> bool:
+            if new_id not in k.resource(resource("dcu")).healthy:
+                return False
+            in_spec_when_seen.append(f"hcs.deckhouse.io/dcu={new_id}" in spec_devices(cdi_node.cdi_dir))
+            return True
+
+        cdi_node.hygon.add_card(newcomer)
+        cdi_node.kubelet.wait_for(seen, WAIT, "the hot-added DCU advertised")
+        assert in_spec_when_seen[0], "advertised before its CDI entry was written"
+        registry = CdiRegistry.load(cdi_node.cdi_dir)
+        state = registry.resolve([f"hcs.deckhouse.io/dcu={new_id}"])
+        assert {"/dev/dri/card9", "/dev/dri/renderD140", "/dev/kfd"} <= set(state.device_nodes)
     finally:
         cdi_node.stop.set()
         daemon.stop()
