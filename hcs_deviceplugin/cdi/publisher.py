@@ -112,31 +112,37 @@ class CdiPublisher:
         pending = frozenset(self._backends) - frozenset(self._backends if discovered is None else discovered)
         objects: tuple[Card | Partition, ...] = (*inventory.cards, *inventory.partitions)
         with self._lock:
-            if not self._started:
-                for path in self.files.remove_temp_files():
-                    log.info("CDI: removed %s, left by a writer that did not finish", path)
-                self._started = True
-            last = self._last
-            if last is not None and pending == last.pending and _same_objects(objects, self._seen):
-                return True  # the usual apply (a health change, a hold): nothing the spec shows changed
-            hardware = _Hardware.of(inventory, pending)
-            if hardware == last:
-                self._seen = objects
-                return True
-            documents, names = self._documents(inventory)
             try:
-                changes = self.files.sync(documents, keep=pending)
+                changes = self._publish_locked(inventory, pending, objects)
             except OSError as err:
                 self.last_error = f"cannot write CDI specs in {self.files.directory}: {err}"
                 log.error("%s", self.last_error)
                 return False
-            self._last = hardware
-            self._seen = objects
-            self.names = frozenset(names)
-            self.last_error = ""
         if changes:
             log.info("CDI specs in %s: %s", self.files.directory, "; ".join(changes))
         return True
+
+    def _publish_locked(
+        self, inventory: Inventory, pending: frozenset[str], objects: tuple[Card | Partition, ...]
+    ) -> list[str]:
+        if not self._started:
+            for path in self.files.remove_temp_files():
+                log.info("CDI: removed %s, left by a writer that did not finish", path)
+            self._started = True
+        last = self._last
+        if last is not None and pending == last.pending and _same_objects(objects, self._seen):
+            return []  # the usual apply (a health change, a hold): nothing the spec shows changed
+        hardware = _Hardware.of(inventory, pending)
+        if hardware != last:
+            documents, names = self._documents(inventory)
+            changes = self.files.sync(documents, keep=pending)
+            self._last = hardware
+            self.names = frozenset(names)
+        else:
+            changes = []
+        self._seen = objects
+        self.last_error = ""
+        return changes
 
     def _documents(self, inventory: Inventory) -> tuple[dict[str, JsonObject], list[str]]:
         by_backend: dict[str, list[tuple[str, ContainerEdits]]] = {}

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 STALL_SECONDS = 30.0
 """An event waiting this long for the control loop means it is wedged (a liveness failure)."""
 SHUTDOWN_WAIT = 1.0
+CDI_RETRY_SECONDS = 5.0
+"""After a failed CDI spec write, how long until the daemon tries again (the view says why meanwhile)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,8 @@ class Daemon:
             pod_resources_error=self._poller.last_error if self._poller is not None else "",
             waiting_for=published.waiting_for,
             wanted_pools=tuple(sorted(published.desired.pools)),
+            cdi_dir=str(self.config.cdi_dir or ""),
+            cdi_error=self.cdi.last_error if self.cdi is not None else "",
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:
@@ -454,8 +458,18 @@ class Daemon:
 
     def _publish_cdi(self, job: ApplyJob) -> None:
         """On the applier thread: the CDI specs follow the inventory (see cdi/publisher.py)."""
-        if self.cdi is not None:
-            self.cdi.publish(job.inventory, job.discovered)
+        if self.cdi is None:
+            return
+        try:
+            written = self.cdi.publish(job.inventory, job.discovered)
+        except Exception:  # a spec that cannot be built must not keep the pools from being served
+            log.exception("CDI specs not refreshed; the pools are applied regardless")
+            written = False
+        if not written and not self._stop.is_set():
+            # Nothing else may change for hours: ask for another apply, which retries the write.
+            retry = threading.Timer(CDI_RETRY_SECONDS, self._post, args=(Recompute("retry the CDI specs"),))
+            retry.daemon = True
+            retry.start()
 
     def _notify(self) -> None:
         with self._changed:

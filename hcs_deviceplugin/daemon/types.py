@@ -98,6 +98,10 @@ class DaemonView:
     """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
     wanted_pools: tuple[str, ...] = ()
     """Pools the desired state says to serve; one missing from ``pools`` is not served yet."""
+    cdi_dir: str = ""
+    """Where the daemon writes its CDI specs; "" when it writes none."""
+    cdi_error: str = ""
+    """Why the last CDI spec write failed, or ""."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

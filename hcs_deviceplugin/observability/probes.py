@@ -77,7 +77,21 @@ def readiness(
             f"{one_line(view.pod_resources_error) or 'no answer yet'}"
         )
     reasons += [f"config: {one_line(error)}" for error in view.config_errors]
+    reasons += cdi_problems(view)
     return not reasons, reasons
+
+
+def cdi_problems(view: DaemonView) -> list[str]:
+    """A failed spec write, and pools whose Allocate names CDI devices that no spec of ours defines."""
+    problems = [f"cdi: {one_line(view.cdi_error)}"] if view.cdi_error else []
+    if not view.cdi_dir:
+        problems += [
+            f"pool {name}: deviceDelivery {pool_view.pool.device_delivery.value} needs CDI specs, "
+            "but --cdi-dir is empty"
+            for name, pool_view in sorted(view.pools.items())
+            if pool_view.pool.device_delivery.uses_cdi
+        ]
+    return problems
 
 
 def _pool_problem(

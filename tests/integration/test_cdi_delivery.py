@@ -20,15 +20,18 @@ import pytest
 from hcs_deviceplugin.backend import Backend, BackendConfig
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig, DaemonView
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.kubeletsim.records import AllocationError
 from hcs_deviceplugin.model import DeviceDelivery
+from hcs_deviceplugin.observability.probes import readiness
 from hcs_deviceplugin.plugin.server import Backoff
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from tests.cdi.runtime import CdiRegistry, annotation_names
-from tests.integration.conftest import WAIT, card_pool, pool_doc, resource
+from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
 from vendors import cambricon, hygon
 from vendors.cambricon.fake import FakeMluNode, mlulink_node, write_cambricon_node
-from vendors.hygon.fake import DcuSpec, FakeHygonNode, write_hygon_node, xgmi_node
+from vendors.hygon.fake import FakeHygonNode, write_hygon_node, xgmi_node
+from vendors.simulated import create_backend as create_simulated
 
 RESCAN = {"udev": "off", "rescanSeconds": "0.05"}
 
@@ -56,13 +59,18 @@ class CdiNode:
             ),
         }
 
-    def daemon(self, backends: dict[str, Backend]) -> Daemon:
+    def daemon(
+        self, backends: dict[str, Backend], *, cdi: bool = True, cdi_dir: Path | None = None
+    ) -> Daemon:
         daemon = Daemon(
             DaemonConfig(
                 plugin_dir=self.root / "dp",
                 node_name="node-1",
                 registration_backoff=Backoff(0.02, 0.2),
-                cdi_dir=self.cdi_dir,
+                pod_resources_socket=self.root / "pr.sock",
+                pod_resources_interval=0.1,
+                allocation_settle_seconds=0.3,
+                cdi_dir=(cdi_dir or self.cdi_dir) if cdi else None,
                 backend_host_roots={"hygon": self.hygon.host_root, "cambricon": self.cambricon.host_root},
             ),
             backends,
@@ -80,7 +88,7 @@ def cdi_node() -> Iterator[CdiNode]:
     stop = threading.Event()
     dcu = write_hygon_node(root / "hygon", xgmi_node(2, hives=1))
     mlu = write_cambricon_node(root / "cambricon", mlulink_node(4))
-    kubelet = KubeletSimulator(root / "dp")
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
     try:
         yield CdiNode(root, dcu, mlu, kubelet, stop)
@@ -162,43 +170,68 @@ def test_cdi_pools_answer_with_names_that_resolve_in_the_written_specs(cdi_node:
         daemon.stop()
 
 
-def test_a_hot_added_card_is_in_the_spec_before_kubelet_sees_it(cdi_node: CdiNode) -> None:
-    backends = cdi_node.backends()
-    newcomer = DcuSpec(
-        address="0000:03:02.0",
-        card_minor=9,
-        render_minor=140,
-        numa_node=0,
-        bridges=cdi_node.hygon.spec.dcus[0].bridges[:2],
-        gpu_id=999,
-        serial="TPXS32NEWCARD001",
+def test_new_partitions_get_spec_entries_that_the_pool_names(cdi_node: CdiNode) -> None:
+    """A pool asks for a profile the card does not have: the daemon lays it out, the spec gains the
+    new partitions, and the pool's Allocate names one that resolves to the card and its own node."""
+    simulated = create_simulated(BackendConfig(options={"node": "builtin:default"}, stop=cdi_node.stop))
+    cdi_node.write_pools(
+        {
+            "name": "big",
+            "unit": "Partition",
+            "profile": "3g.40gb",
+            "deviceDelivery": "cdi-cri",
+            "devices": [{"uuid": H100[3]}],
+        }
     )
-    new_id = f"DCU-{newcomer.serial}"
-    cdi_node.write_pools(card_pool("dcu", *card_ids(backends["hygon"]), new_id, deviceDelivery="cdi-cri"))
-    daemon = cdi_node.daemon(backends)
+    assert not [p for p in simulated.discover().partitions if p.profile == "3g.40gb"]
+    in_spec_when_seen: list[bool] = []
+
+    def seen(k: KubeletSimulator) -> bool:
+        if resource("big") not in k.resources() or not k.resource(resource("big")).healthy:
+            return False
+        names = {f"hcs.deckhouse.io/simulated={unit}" for unit in k.resource(resource("big")).healthy}
+        in_spec_when_seen.append(names <= spec_devices(cdi_node.cdi_dir))
+        return True
+
+    daemon = cdi_node.daemon({"simulated": simulated})
     daemon.start()
     try:
-        cdi_node.kubelet.wait_for(
-            lambda k: resource("dcu") in k.resources() and len(k.resource(resource("dcu")).healthy) == 2,
-            WAIT,
-            "the two DCUs present",
-        )
-        assert f"hcs.deckhouse.io/dcu={new_id}" not in spec_devices(cdi_node.cdi_dir)
-        in_spec_when_seen: list[bool] = []
-
-        def seen(k: KubeletSimulator) -> bool:
-            if new_id not in k.resource(resource("dcu")).healthy:
-                return False
-            in_spec_when_seen.append(f"hcs.deckhouse.io/dcu={new_id}" in spec_devices(cdi_node.cdi_dir))
-            return True
-
-        cdi_node.hygon.add_card(newcomer)
-        cdi_node.kubelet.wait_for(seen, WAIT, "the hot-added DCU advertised")
-        assert in_spec_when_seen[0], "advertised before its CDI entry was written"
-        registry = CdiRegistry.load(cdi_node.cdi_dir)
-        state = registry.resolve([f"hcs.deckhouse.io/dcu={new_id}"])
-        assert {"/dev/dri/card9", "/dev/dri/renderD140", "/dev/kfd"} <= set(state.device_nodes)
+        cdi_node.kubelet.wait_for(seen, WAIT, "the laid-out partitions advertised")
+        assert in_spec_when_seen[0], "advertised without CDI entries"
+        record = cdi_node.kubelet.allocate("p", "c", resource("big"), 1)
+        (name,) = [d.name for d in record.response.cdi_devices]
+        assert "-3g.40gb-" in name
+        state = CdiRegistry.load(cdi_node.cdi_dir).resolve([name])
+        assert "/dev/hcs-sim/card3" in state.device_nodes and len(state.device_nodes) == 2
     finally:
+        cdi_node.stop.set()
+        daemon.stop()
+
+
+def test_the_spec_is_on_disk_before_kubelet_sees_a_device(cdi_node: CdiNode) -> None:
+    """The applier writes the specs before it starts or updates any pool, so no pod can be given a
+    name its runtime cannot resolve yet: at start, kubelet's first device list comes after the file."""
+    backends = cdi_node.backends()
+    mlus = card_ids(backends["cambricon"])
+    cdi_node.write_pools(card_pool("mlu", *mlus, deviceDelivery="cdi-cri"))
+    in_spec_when_seen: list[bool] = []
+
+    def seen(k: KubeletSimulator) -> bool:
+        if resource("mlu") not in k.resources() or not k.resource(resource("mlu")).healthy:
+            return False
+        names = {f"hcs.deckhouse.io/mlu={card}" for card in k.resource(resource("mlu")).healthy}
+        in_spec_when_seen.append(names <= spec_devices(cdi_node.cdi_dir))
+        return True
+
+    daemon = cdi_node.daemon(backends)
+    # Watch from the first device list on: start() returns only after the first apply is done.
+    starting = threading.Thread(target=daemon.start, daemon=True)
+    starting.start()
+    try:
+        cdi_node.kubelet.wait_for(seen, WAIT, "the MLU pool's first device list")
+        assert in_spec_when_seen[0], "kubelet saw devices whose CDI entries were not written yet"
+    finally:
+        starting.join(WAIT)
         cdi_node.stop.set()
         daemon.stop()
 
@@ -250,3 +283,40 @@ def test_restarts_leave_exactly_the_current_specs(cdi_node: CdiNode) -> None:
         finally:
             daemon.stop()
     assert foreign.read_text().startswith("cdiVersion: 0.5.0\nkind: nvidia.com/gpu")
+
+
+def test_a_spec_that_cannot_be_written_makes_the_daemon_unready(cdi_node: CdiNode) -> None:
+    blocker = cdi_node.root / "not-a-dir"
+    blocker.write_text("a file where the CDI directory should be")
+    backends = cdi_node.backends()
+    cdi_node.write_pools(card_pool("mlu", *card_ids(backends["cambricon"]), deviceDelivery="cdi-cri"))
+    daemon = cdi_node.daemon(backends, cdi_dir=blocker / "cdi")
+    daemon.start()
+    try:
+        view = daemon.wait_for(lambda v: bool(v.cdi_error), WAIT, "the CDI write error in the view")
+        ready, reasons = readiness(view)
+        assert not ready
+        assert any(r.startswith("cdi: cannot write CDI specs in") for r in reasons), reasons
+    finally:
+        cdi_node.stop.set()
+        daemon.stop()
+
+
+def test_a_cdi_pool_without_a_cdi_dir_is_reported_and_refused(cdi_node: CdiNode) -> None:
+    backends = cdi_node.backends()
+    cdi_node.write_pools(card_pool("mlu", *card_ids(backends["cambricon"]), deviceDelivery="cdi-annotations"))
+    daemon = cdi_node.daemon(backends, cdi=False)
+    daemon.start()
+    try:
+        cdi_node.kubelet.wait_for(
+            lambda k: resource("mlu") in k.resources() and k.resource(resource("mlu")).connected, WAIT, "mlu"
+        )
+        ready, reasons = readiness(daemon.view())
+        assert not ready
+        assert "pool mlu: deviceDelivery cdi-annotations needs CDI specs, but --cdi-dir is empty" in reasons
+        with pytest.raises(AllocationError, match="writes no CDI specs"):
+            cdi_node.kubelet.allocate("p", "c", resource("mlu"), 1)
+        assert not (cdi_node.root / "cdi").exists()
+    finally:
+        cdi_node.stop.set()
+        daemon.stop()
