@@ -2,7 +2,10 @@
 
 The applier calls :meth:`CdiPublisher.publish` with each inventory before it advertises anything, so
 a card is in the spec before any pool offers it, and a card gone from the inventory leaves the spec
-at the same time as it leaves the pools. An unchanged inventory (health aside) writes nothing.
+at the same time as it leaves the pools. Most applies come from a health change or a hold and carry
+the very card objects of the last discovery: those return at once. After a (re)discovery the specs
+are built again, since what a backend knows of the host (device nodes, minors) may have changed even
+where a card's values did not, and only a file whose bytes change is rewritten.
 
 One entry per card and per partition of every running backend, whether a pool serves it or not:
 the spec describes the node, and a card moving between pools keeps its name. What an entry holds
@@ -15,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hcs_deviceplugin.backend import Backend
@@ -23,7 +25,7 @@ from hcs_deviceplugin.cdi.files import SpecDirectory
 from hcs_deviceplugin.cdi.hostnodes import read_facts
 from hcs_deviceplugin.cdi.names import backend_kinds, device_name, qualified_name
 from hcs_deviceplugin.cdi.spec import JsonObject, build_spec
-from hcs_deviceplugin.model import Card, ContainerEdits, Health, Inventory, Partition, Unit
+from hcs_deviceplugin.model import Card, ContainerEdits, Inventory, Partition, Unit
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +60,6 @@ def hardware_units(inventory: Inventory) -> list[Unit]:
     return units
 
 
-@dataclass(frozen=True)
-class _Hardware:
-    """The inventory as far as the spec depends on it: health does not change an entry."""
-
-    cards: tuple[Card, ...]
-    partitions: tuple[Partition, ...]
-    pending: frozenset[str]
-
-    @staticmethod
-    def of(inventory: Inventory, pending: frozenset[str]) -> _Hardware:
-        return _Hardware(
-            tuple(sorted((replace(c, health=Health.HEALTHY) for c in inventory.cards), key=lambda c: c.id)),
-            tuple(
-                sorted((replace(p, health=Health.HEALTHY) for p in inventory.partitions), key=lambda p: p.id)
-            ),
-            pending,
-        )
-
-
 def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     """The same card and partition objects in the same order: a check in nanoseconds per card, where
     comparing values costs a dataclass copy each (cards change objects only on rediscovery)."""
@@ -94,7 +77,8 @@ class CdiPublisher:
         self.kinds: Mapping[str, str] = kinds_of(backends)
         self._host_root_of = host_root_of
         self._lock = threading.Lock()
-        self._last: _Hardware | None = None
+        self._written = False
+        self._pending: frozenset[str] = frozenset()
         self._seen: tuple[Card | Partition, ...] = ()
         self._started = False
         self.names: frozenset[str] = frozenset()
@@ -129,26 +113,22 @@ class CdiPublisher:
             for path in self.files.remove_temp_files():
                 log.info("CDI: removed %s, left by a writer that did not finish", path)
             self._started = True
-        last = self._last
-        if last is not None and pending == last.pending and _same_objects(objects, self._seen):
-            return []  # the usual apply (a health change, a hold): nothing the spec shows changed
-        hardware = _Hardware.of(inventory, pending)
-        if hardware != last:
-            documents, names = self._documents(inventory)
-            changes = self.files.sync(documents, keep=pending)
-            self._last = hardware
-            self.names = frozenset(names)
-        else:
-            changes = []
-        self._seen = objects
+        if self._written and pending == self._pending and _same_objects(objects, self._seen):
+            return []  # the usual apply (a health change, a hold): the same discovery as last time
+        documents, names = self._documents(inventory, pending)
+        changes = self.files.sync(documents, keep=pending)  # rewrites only files whose bytes change
+        self._written, self._pending, self._seen = True, pending, objects
+        self.names = frozenset(names)
         self.last_error = ""
         return changes
 
-    def _documents(self, inventory: Inventory) -> tuple[dict[str, JsonObject], list[str]]:
+    def _documents(
+        self, inventory: Inventory, pending: frozenset[str]
+    ) -> tuple[dict[str, JsonObject], list[str]]:
         by_backend: dict[str, list[tuple[str, ContainerEdits]]] = {}
         for unit in hardware_units(inventory):
             backend = self._backends.get(unit.backend)
-            if backend is None:
+            if backend is None or unit.backend in pending:
                 continue
             try:
                 edits = spec_edits(backend, unit)

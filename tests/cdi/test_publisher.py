@@ -21,7 +21,7 @@ from hcs_deviceplugin.cdi.names import unit_names
 from hcs_deviceplugin.cdi.publisher import CdiPublisher, hardware_units
 from hcs_deviceplugin.model import Health, Inventory
 from hcs_deviceplugin.simulation.hardware import FakeHardware, prepare_all
-from tests.cdi.runtime import CdiRegistry
+from tests.cdi.runtime import CdiRegistry, ContainerState
 from vendors.simulated import create_backend as create_simulated
 
 CLASSES = {"nvidia": "gpu", "ascend": "npu", "hygon": "dcu", "cambricon": "mlu"}
@@ -166,3 +166,27 @@ def test_a_backend_that_cannot_describe_a_card_loses_only_that_entry(fakes: Fake
     )
     assert publisher.publish(replace(inventory, cards=(*inventory.cards, stranger)))
     assert len(CdiRegistry.load(tmp_path).devices) == len(inventory.cards)
+
+
+def test_a_rediscovery_follows_the_host_even_when_the_cards_look_the_same(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    """What a backend knows of the host (here: Hygon's node-wide /dev/mkfd) is not in the card values,
+    so a rediscovery rebuilds the spec rather than comparing cards."""
+    host = tmp_path / "host"
+    shutil.copytree(fakes.hardware["hygon"].host_root, host, symlinks=True)
+    backend = load_factory("hygon")(BackendConfig(host_root=host, options=fakes.hardware["hygon"].options))
+    publisher = CdiPublisher(tmp_path / "cdi", {"hygon": backend}, lambda _: host)
+    before = backend.discover()
+    publisher.publish(before)
+    assert all("/dev/mkfd" in s.device_nodes for s in _states(tmp_path / "cdi"))
+    (host / "dev" / "mkfd").unlink()
+    after = backend.discover()
+    assert [c.id for c in after.cards] == [c.id for c in before.cards]
+    publisher.publish(after)
+    assert not any("/dev/mkfd" in s.device_nodes for s in _states(tmp_path / "cdi"))
+
+
+def _states(directory: Path) -> list[ContainerState]:
+    registry = CdiRegistry.load(directory)
+    return [registry.resolve([name]) for name in registry.devices]
