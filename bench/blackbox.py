@@ -176,6 +176,8 @@ class Site:
             str(interval),
             "--state-dir",
             str(self.root / "state"),
+            "--cdi-dir",
+            str(self.root / "cdi"),
             "--metrics-address",
             "127.0.0.1",
             "--metrics-port",

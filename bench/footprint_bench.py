@@ -88,6 +88,7 @@ def run(scrapes: int = 300) -> list[str]:
     command += ["--pools-dir", str(root / "pools"), "--vendors", "simulated", "--node-name", "bench-16"]
     command += ["--backend-option", f"simulated.node={node_file}", "--metrics-address", "127.0.0.1"]
     command += ["--metrics-port", str(port), "--pod-resources-socket", str(root / "none.sock")]
+    command += ["--cdi-dir", str(root / "cdi")]
     proc = subprocess.Popen([*command, "--log-level", "error"], env={**os.environ})
     try:
         names = {f"gpu.deckhouse.io/pool-{p}" for p in range(POOLS)}

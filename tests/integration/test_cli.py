@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -91,6 +92,8 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
             str(root / "dp"),
             "--pools-dir",
             str(root / "pools"),
+            "--cdi-dir",
+            str(root / "cdi"),
             "--vendors",
             "simulated",
             "--node-name",
@@ -134,6 +137,9 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
         assert proc.returncode == 0, stderr
         assert not (root / "dp" / "hcs-gpu.deckhouse.io_train.sock").exists()
         assert (root / "dp" / "kubelet.sock").is_socket(), "kubelet's socket is not ours to remove"
+        spec = json.loads((root / "cdi" / "hcs-deviceplugin-simulated.json").read_text())
+        assert spec["kind"] == "hcs.deckhouse.io/simulated", "--cdi-dir reaches the daemon"
+        # The spec stays after a stop: containers being created during a restart still resolve.
         assert '"level": "info"' in stderr
         assert "hcs-deviceplugin 0.1.0 started in" in stderr and "pools ['train']" in stderr
         assert "hcs-deviceplugin stopped (SIGTERM) in" in stderr
