@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hcs_deviceplugin.backend import Backend, BackendConfig, load_factory
 from hcs_deviceplugin.cdi.names import unit_names
@@ -190,3 +192,26 @@ def test_a_rediscovery_follows_the_host_even_when_the_cards_look_the_same(
 def _states(directory: Path) -> list[ContainerState]:
     registry = CdiRegistry.load(directory)
     return [registry.resolve([name]) for name in registry.devices]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 11)), min_size=1, max_size=5))
+def test_after_any_sequence_of_inventories_the_spec_is_exactly_the_last(subsets: list[set[int]]) -> None:
+    """Cards come and go in any order: the files always hold exactly the current cards and partitions."""
+    backend = create_simulated(BackendConfig(options={"node": "builtin:default"}))
+    full = backend.discover()
+    with tempfile.TemporaryDirectory() as directory:
+        publisher = CdiPublisher(Path(directory), {"simulated": backend}, lambda _: Path("/"))
+        for subset in subsets:
+            cards = tuple(c for i, c in enumerate(full.cards) if i in subset)
+            ids = {c.id for c in cards}
+            inventory = replace(
+                full, cards=cards, partitions=tuple(p for p in full.partitions if p.card_id in ids)
+            )
+            assert publisher.publish(inventory)
+            expected = set(unit_names(hardware_units(inventory), publisher.kinds))
+            found = set(CdiRegistry.load(Path(directory)).devices) if expected else set()
+            assert found == expected
+            assert list(Path(directory).iterdir()) == (
+                [Path(directory) / "hcs-deviceplugin-simulated.json"] if expected else []
+            )
