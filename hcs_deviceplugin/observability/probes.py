@@ -82,16 +82,18 @@ def readiness(
 
 
 def cdi_problems(view: DaemonView) -> list[str]:
-    """A failed spec write, and pools whose Allocate names CDI devices that no spec of ours defines."""
-    problems = [f"cdi: {one_line(view.cdi_error)}"] if view.cdi_error else []
+    """Pools whose Allocate names CDI devices that our specs may not define: the last spec write
+    failed, or no spec is written at all. Without such a pool a failed write is only logged."""
+    cdi_pools = sorted(n for n, p in view.pools.items() if p.pool.device_delivery.uses_cdi)
+    if not cdi_pools:
+        return []
     if not view.cdi_dir:
-        problems += [
-            f"pool {name}: deviceDelivery {pool_view.pool.device_delivery.value} needs CDI specs, "
+        return [
+            f"pool {name}: deviceDelivery {view.pools[name].pool.device_delivery.value} needs CDI specs, "
             "but --cdi-dir is empty"
-            for name, pool_view in sorted(view.pools.items())
-            if pool_view.pool.device_delivery.uses_cdi
+            for name in cdi_pools
         ]
-    return problems
+    return [f"cdi: {one_line(view.cdi_error)} (pools {', '.join(cdi_pools)})"] if view.cdi_error else []
 
 
 def _pool_problem(

@@ -289,14 +289,26 @@ def test_a_spec_that_cannot_be_written_makes_the_daemon_unready(cdi_node: CdiNod
     blocker = cdi_node.root / "not-a-dir"
     blocker.write_text("a file where the CDI directory should be")
     backends = cdi_node.backends()
-    cdi_node.write_pools(card_pool("mlu", *card_ids(backends["cambricon"]), deviceDelivery="cdi-cri"))
+    mlus = card_ids(backends["cambricon"])
+    cdi_node.write_pools(card_pool("mlu", *mlus))
     daemon = cdi_node.daemon(backends, cdi_dir=blocker / "cdi")
     daemon.start()
     try:
+        cdi_node.kubelet.wait_for(
+            lambda k: resource("mlu") in k.resources() and k.resource(resource("mlu")).connected, WAIT, "mlu"
+        )
         view = daemon.wait_for(lambda v: bool(v.cdi_error), WAIT, "the CDI write error in the view")
-        ready, reasons = readiness(view)
+        assert readiness(view) == (True, []), "no pool names CDI devices: the failure is only logged"
+        cdi_node.write_pools(card_pool("mlu", *mlus, deviceDelivery="cdi-cri"))
+
+        def cdi_pool(v: DaemonView) -> bool:
+            return "mlu" in v.pools and v.pools["mlu"].pool.device_delivery is DeviceDelivery.CDI_CRI
+
+        ready, reasons = readiness(daemon.wait_for(cdi_pool, WAIT, "the pool switched to cdi-cri"))
         assert not ready
-        assert any(r.startswith("cdi: cannot write CDI specs in") for r in reasons), reasons
+        assert any(r.startswith("cdi: cannot write CDI specs in") and "(pools mlu)" in r for r in reasons), (
+            reasons
+        )
     finally:
         cdi_node.stop.set()
         daemon.stop()
