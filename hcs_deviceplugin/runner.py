@@ -101,7 +101,7 @@ class Runner:
         self.settings = settings
         self.stop_event = threading.Event()
         self._started = time.monotonic()
-        self.metrics = Metrics()
+        self.metrics = Metrics(config_sources=("file", "api") if settings.api is not None else ("file",))
         observer = _HealthPoke(self.metrics)
         self.backends: LoadedBackends = load_backends(
             list(settings.vendors),
@@ -131,7 +131,12 @@ class Runner:
         self.labeler: NodeLabeler | None = None
         # The same ConfigMap mounted and watched must be one object: give files the API namespace.
         namespace = settings.api.namespace if settings.api is not None else ""
-        directory = DirectoryPoolSource(settings.pools_dir, aggregator=self.aggregator, namespace=namespace)
+        directory = DirectoryPoolSource(
+            settings.pools_dir,
+            aggregator=self.aggregator,
+            namespace=namespace,
+            on_reload=lambda: self.metrics.config_reload("file"),
+        )
         self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
@@ -171,6 +176,7 @@ class Runner:
     def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:
         """The aggregator's merged result: count errors, post Events, hand the pools to the daemon."""
         by_object = self.aggregator.errors_by_object()
+        self.metrics.config_objects_seen(self.aggregator.known_objects())
         self.metrics.config_errors_changed(by_object)
         if self._events is not None:
             for (source, label), found in by_object.items():
