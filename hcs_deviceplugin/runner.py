@@ -19,7 +19,7 @@ from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.model import PoolSet
-from hcs_deviceplugin.observability.http import ObservabilityServer
+from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
@@ -57,6 +57,7 @@ class RunSettings:
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
+    report_access: ReportAccess = "local"
     api: ApiSettings | None = None
     node_labels: bool = False
     gpu_type_label: str = DEFAULT_GPU_TYPE_KEY
@@ -155,6 +156,7 @@ class Runner:
             host=settings.metrics_address,
             port=settings.metrics_port,
             links=self.daemon.links,
+            report_access=settings.report_access,
         )
 
     def _add_api_source(self, api: ApiSettings) -> None:

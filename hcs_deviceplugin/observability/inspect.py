@@ -32,7 +32,9 @@ def fetch_report(url: str, timeout: float = 5.0) -> JSON:
         with urllib.request.urlopen(target, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
-        raise InspectError(f"{target} answered HTTP {exc.code}: {exc.reason}") from exc
+        detail = exc.read().decode(errors="replace").strip().splitlines()
+        why = f" ({detail[0]})" if detail else ""
+        raise InspectError(f"{target} answered HTTP {exc.code}: {exc.reason}{why}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         raise InspectError(
