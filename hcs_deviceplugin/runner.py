@@ -199,17 +199,35 @@ class Runner:
         if self.labeler is not None:
             self.labeler.start()  # after discovery, so its first round labels what the node has
         view = self.daemon.view()
+        started_ms = round((time.monotonic() - self._started) * 1000)
+        running, absent, pools = (
+            sorted(self.backends.running),
+            sorted(self.backends.absent),
+            sorted(view.pools),
+        )
         log.info(
-            "hcs-deviceplugin %s started in %.0f ms: backends %s running, %s absent; pools %s; "
+            "hcs-deviceplugin %s started in %d ms: backends %s running, %s absent; pools %s; "
             "plugin dir %s; metrics on %s:%d",
             __version__,
-            (time.monotonic() - self._started) * 1000,
-            sorted(self.backends.running) or "none",
-            sorted(self.backends.absent) or "none",
-            sorted(view.pools) or "none",
+            started_ms,
+            running or "none",
+            absent or "none",
+            pools or "none",
             self.settings.plugin_dir,
             self.settings.metrics_address,
             self.http.port,
+            extra={
+                "event": "start",
+                "version": __version__,
+                "vendors": running,
+                "absent_vendors": absent,
+                "pools": pools,
+                "plugin_dir": str(self.settings.plugin_dir),
+                "metrics_address": self.settings.metrics_address,
+                "metrics_port": self.http.port,
+                "report_access": self.settings.report_access,
+                "duration_ms": started_ms,
+            },
         )
 
     def stop(self, why: str = "stop requested") -> None:
@@ -224,4 +242,10 @@ class Runner:
         http.join(5.0)
         if self._events is not None:
             self._events.close(2.0)
-        log.info("hcs-deviceplugin stopped (%s) in %.0f ms", why, (time.monotonic() - began) * 1000)
+        took_ms = round((time.monotonic() - began) * 1000)
+        log.info(
+            "hcs-deviceplugin stopped (%s) in %d ms",
+            why,
+            took_ms,
+            extra={"event": "stop", "version": __version__, "reason": why, "duration_ms": took_ms},
+        )

@@ -365,6 +365,12 @@ class Daemon:
             transition.device_id,
             transition.health.value,
             transition.reason,
+            extra={
+                "backend": transition.backend,
+                "card": transition.device_id,
+                "health": transition.health.value,
+                "reason": transition.reason,
+            },
         )
 
     def _recompute(self) -> None:
@@ -453,18 +459,30 @@ def _log_changes(before: Desired, after: Desired) -> None:
     for card_id, claimants in after.conflicts.items():
         if card_id not in before.conflicts:
             log.error(
-                "card %s is claimed by pools %s: neither new claimant gets it", card_id, list(claimants)
+                "card %s is claimed by pools %s: neither new claimant gets it",
+                card_id,
+                list(claimants),
+                extra={"card": card_id, "pools": list(claimants)},
             )
     for card_id, (holder, wanted) in after.draining.items():
         if before.draining.get(card_id) != (holder, wanted):
             log.warning(
-                "card %s draining: held under %s, goes to pool %s once released", card_id, holder, wanted
+                "card %s draining: held under %s, goes to pool %s once released",
+                card_id,
+                holder,
+                wanted,
+                extra={"card": card_id, "resource": holder, "pool": wanted},
             )
     for card_id in set(before.draining) - set(after.draining):
-        log.info("card %s released: draining over", card_id)
+        log.info("card %s released: draining over", card_id, extra={"card": card_id})
     for card_id, wanted in after.awaiting.items():
         if card_id not in before.awaiting:
-            log.warning("card %s waits for pod-resources before pool %s may advertise it", card_id, wanted)
+            log.warning(
+                "card %s waits for pod-resources before pool %s may advertise it",
+                card_id,
+                wanted,
+                extra={"card": card_id, "pool": wanted},
+            )
 
 
 def _run_side_by_side(calls: Sequence[Callable[[], None]], timeout: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -205,6 +206,12 @@ def test_draining_seconds_grow_while_a_held_card_waits_and_vanish_when_released(
         lambda v: time.monotonic() - v.draining_since[H100[0]] > first, WAIT, "time passes while draining"
     )
     assert value(obs.samples(), "hcs_card_draining_seconds", card=H100[0]) > first
+    status, body = obs.get("/report")
+    assert status == 200
+    report = json.loads(body)
+    assert [(d["card"], d["targetPool"]) for d in report["draining"]] == [(H100[0], "b")]
+    assert report["draining"][0]["seconds"] > first
+    assert [d["heldBy"] for d in report["devices"] if d["id"] == H100[0]] == [["default/trainer/main"]]
 
     obs.node.kubelet.free_pod("trainer")
     obs.daemon.wait_for(lambda v: not v.draining, WAIT, "released")
