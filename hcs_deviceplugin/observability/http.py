@@ -42,9 +42,10 @@ DEFAULT_PORT = 8080
 TEXT = "text/plain; charset=utf-8"
 JSON_TYPE = "application/json"
 
-THREADS = 2
+THREADS = 4
 """Worker threads for complete requests. Each answer is one view read (microseconds) except a probe
-whose daemon is stuck (bounded by the probe timeouts); two keep a probe answered while one waits."""
+whose daemon or pool sockets are stuck (bounded by the probe timeouts: 2 s for liveness, 1 s per
+pool for readiness); four keep scrapes and the other probe answered while two such probes wait."""
 IDLE_TIMEOUT = 30
 """Seconds a connection may sit idle between requests before it is closed (Prometheus reconnects)."""
 CLEANUP_INTERVAL = 5
@@ -148,7 +149,12 @@ class ObservabilityServer:
         if self._server is not None:
             return
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        listener = socket.create_server((self.host, self._requested_port), family=family, backlog=64)
+        listener = socket.create_server(
+            (self.host, self._requested_port),
+            family=family,
+            backlog=64,
+            dualstack_ipv6=self.host == "::" and socket.has_dualstack_ipv6(),
+        )
         self._port = int(listener.getsockname()[1])
         socket_map: dict[int, Any] = {}
         self._server = create_server(
