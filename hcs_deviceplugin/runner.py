@@ -165,8 +165,12 @@ class Runner:
 
         self._api_client = kubernetes_client(api)
 
+        delivered = threading.Event()
+
         def on_objects(objects: list[ConfigMapObject]) -> None:
-            self.metrics.config_reload("api")
+            if delivered.is_set():  # the first list is the load; every later delivery a reload
+                self.metrics.config_reload("api")
+            delivered.set()
             self.aggregator.update("api", objects)
 
         source = ApiConfigMapSource(self._api_client, api.namespace, api.label_selector, on_objects)

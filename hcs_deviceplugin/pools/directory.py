@@ -85,10 +85,11 @@ class DirectoryPoolSource:
     order; that object's definition is dropped, the earlier one is served, and the later object's
     other pools still apply.
 
-    ``on_reload()`` is called after each re-read that a change caused (an inotify event, start,
-    :meth:`reload`), for ``hcs_config_reloads_total{source="file"}``; the polling fallback's timed
-    re-reads call it only when the directory's content changed, so the counter keeps meaning
-    "deliveries", not "seconds without inotify".
+    ``on_reload()`` is called after each re-read that a change caused (an inotify event, or
+    :meth:`reload`), for ``hcs_config_reloads_total{source="file"}``; not for the first read at
+    :meth:`start`, which is a load, not a reload. The polling fallback's timed re-reads call it only
+    when the directory's content changed, so the counter keeps meaning "the config was re-read
+    because it changed", not "seconds without inotify".
     """
 
     def __init__(
@@ -160,7 +161,7 @@ class DirectoryPoolSource:
                 )
                 self._poller = threading.Thread(target=self._poll, name="pools-dir-poll", daemon=True)
                 self._poller.start()
-            self._refresh(notify=True)
+            self._refresh(notify=True, counted=False)
 
     def stop(self) -> None:
         """Stop watching; idempotent. ``current`` and ``errors`` keep their last values."""

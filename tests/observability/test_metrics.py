@@ -167,13 +167,8 @@ def test_every_counter_is_at_zero_in_the_first_scrape(observed: Start) -> None:
         f.name: f.type for f in text_string_to_metric_families(obs.get("/metrics")[1]) if f.type == "counter"
     }
     for family in families:
+        # Error counters start at 0 per pool ConfigMap read: the runner names those (its own test).
         assert any(n == family + "_total" for n, _, _ in samples) or family == "hcs_config_errors", family
-
-    obs.node.kubelet.allocate("trainer", "main", resource("a"), 1)
-    assert value(obs.samples(), "hcs_pool_reregistrations_total", pool="a") == 0
-    metrics = obs.metrics
-    metrics.observe_allocate("a", 0.001, ok=True)  # what the interceptor reports: the zero series moves
-    assert value(obs.samples(), "hcs_allocate_requests_total", pool="a", result="ok") == 1
 
 
 def test_a_card_moving_pools_keeps_its_health_series(observed: Start) -> None:
