@@ -80,6 +80,13 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--metrics-address", default="0.0.0.0", help="address of /metrics /healthz /readyz /report"
     )
     run.add_argument("--metrics-port", type=int, default=8080)
+    run.add_argument(
+        "--report-access",
+        choices=("local", "any", "off"),
+        default="local",
+        help="who may read /report, which names the pods holding each device: loopback clients "
+        "(kubectl exec, port-forward; default), any client of the metrics port, or nobody",
+    )
     api = run.add_argument_group("Kubernetes API pool source (optional; the mounted directory always works)")
     api.add_argument("--in-cluster", action="store_true", help="watch pool ConfigMaps with the pod's account")
     api.add_argument(
@@ -243,6 +250,7 @@ def command_run(args: argparse.Namespace) -> int:
             backend_options=options,
             metrics_address=args.metrics_address,
             metrics_port=args.metrics_port,
+            report_access=args.report_access,
             api=api,
             node_labels=args.node_labels,
             gpu_type_label=args.gpu_type_label,

@@ -19,7 +19,7 @@ from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.model import PoolSet
-from hcs_deviceplugin.observability.http import ObservabilityServer
+from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
@@ -57,6 +57,7 @@ class RunSettings:
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
+    report_access: ReportAccess = "local"
     api: ApiSettings | None = None
     node_labels: bool = False
     gpu_type_label: str = DEFAULT_GPU_TYPE_KEY
@@ -101,7 +102,7 @@ class Runner:
         self.settings = settings
         self.stop_event = threading.Event()
         self._started = time.monotonic()
-        self.metrics = Metrics()
+        self.metrics = Metrics(config_sources=("file", "api") if settings.api is not None else ("file",))
         observer = _HealthPoke(self.metrics)
         self.backends: LoadedBackends = load_backends(
             list(settings.vendors),
@@ -131,7 +132,12 @@ class Runner:
         self.labeler: NodeLabeler | None = None
         # The same ConfigMap mounted and watched must be one object: give files the API namespace.
         namespace = settings.api.namespace if settings.api is not None else ""
-        directory = DirectoryPoolSource(settings.pools_dir, aggregator=self.aggregator, namespace=namespace)
+        directory = DirectoryPoolSource(
+            settings.pools_dir,
+            aggregator=self.aggregator,
+            namespace=namespace,
+            on_reload=lambda: self.metrics.config_reload("file"),
+        )
         self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
@@ -150,6 +156,7 @@ class Runner:
             host=settings.metrics_address,
             port=settings.metrics_port,
             links=self.daemon.links,
+            report_access=settings.report_access,
         )
 
     def _add_api_source(self, api: ApiSettings) -> None:
@@ -158,8 +165,12 @@ class Runner:
 
         self._api_client = kubernetes_client(api)
 
+        delivered = threading.Event()
+
         def on_objects(objects: list[ConfigMapObject]) -> None:
-            self.metrics.config_reload("api")
+            if delivered.is_set():  # the first list is the load; every later delivery a reload
+                self.metrics.config_reload("api")
+            delivered.set()
             self.aggregator.update("api", objects)
 
         source = ApiConfigMapSource(self._api_client, api.namespace, api.label_selector, on_objects)
@@ -171,6 +182,7 @@ class Runner:
     def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:
         """The aggregator's merged result: count errors, post Events, hand the pools to the daemon."""
         by_object = self.aggregator.errors_by_object()
+        self.metrics.config_objects_seen(self.aggregator.known_objects())
         self.metrics.config_errors_changed(by_object)
         if self._events is not None:
             for (source, label), found in by_object.items():
@@ -191,17 +203,35 @@ class Runner:
         if self.labeler is not None:
             self.labeler.start()  # after discovery, so its first round labels what the node has
         view = self.daemon.view()
+        started_ms = round((time.monotonic() - self._started) * 1000)
+        running, absent, pools = (
+            sorted(self.backends.running),
+            sorted(self.backends.absent),
+            sorted(view.pools),
+        )
         log.info(
-            "hcs-deviceplugin %s started in %.0f ms: backends %s running, %s absent; pools %s; "
+            "hcs-deviceplugin %s started in %d ms: backends %s running, %s absent; pools %s; "
             "plugin dir %s; metrics on %s:%d",
             __version__,
-            (time.monotonic() - self._started) * 1000,
-            sorted(self.backends.running) or "none",
-            sorted(self.backends.absent) or "none",
-            sorted(view.pools) or "none",
+            started_ms,
+            running or "none",
+            absent or "none",
+            pools or "none",
             self.settings.plugin_dir,
             self.settings.metrics_address,
             self.http.port,
+            extra={
+                "event": "start",
+                "version": __version__,
+                "vendors": running,
+                "absent_vendors": absent,
+                "pools": pools,
+                "plugin_dir": str(self.settings.plugin_dir),
+                "metrics_address": self.settings.metrics_address,
+                "metrics_port": self.http.port,
+                "report_access": self.settings.report_access,
+                "duration_ms": started_ms,
+            },
         )
 
     def stop(self, why: str = "stop requested") -> None:
@@ -216,4 +246,10 @@ class Runner:
         http.join(5.0)
         if self._events is not None:
             self._events.close(2.0)
-        log.info("hcs-deviceplugin stopped (%s) in %.0f ms", why, (time.monotonic() - began) * 1000)
+        took_ms = round((time.monotonic() - began) * 1000)
+        log.info(
+            "hcs-deviceplugin stopped (%s) in %d ms",
+            why,
+            took_ms,
+            extra={"event": "stop", "version": __version__, "reason": why, "duration_ms": took_ms},
+        )

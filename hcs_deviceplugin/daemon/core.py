@@ -41,7 +41,7 @@ from hcs_deviceplugin.daemon.types import (
     PoolSourceFactory,
     PoolView,
 )
-from hcs_deviceplugin.holds import HoldBook, held_cards
+from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
@@ -66,6 +66,7 @@ class _Published:
     desired: Desired = field(default_factory=Desired)
     held: Mapping[str, HeldCard] = field(default_factory=lambda: MappingProxyType({}))
     waiting_for: str = "starting"
+    draining_since: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class Daemon:
@@ -95,6 +96,7 @@ class Daemon:
         self._holds_seen = -1
         self._store = RestartStateStore(config.state_dir)
         self._records: Mapping[str, HeldCard] = {}
+        self._draining_since: Mapping[str, float] = MappingProxyType({})
         self._stop = threading.Event()
         self._first_apply = threading.Event()
         self._first_listing = threading.Event()
@@ -205,9 +207,10 @@ class Daemon:
         for name, server in self.applier.servers.items():
             snapshot = server.state.snapshot
             pools[name] = PoolView(snapshot.pool, snapshot.units, server.status())
-        cards = tuple(
-            _with_health(card, state.health) for card in sorted(state.inventory().cards, key=_card_id)
-        )
+        inventory = state.inventory()
+        cards = tuple(_with_health(card, state.health) for card in sorted(inventory.cards, key=_card_id))
+        ours = {c.id for c in inventory.cards} | {p.id for p in inventory.partitions}
+        listed = self._poller.allocations if self._poller is not None else ()
         return DaemonView(
             cards=cards,
             pools=MappingProxyType(pools),
@@ -223,6 +226,10 @@ class Daemon:
             pod_resources_error=self._poller.last_error if self._poller is not None else "",
             waiting_for=published.waiting_for,
             wanted_pools=tuple(sorted(published.desired.pools)),
+            allocations=tuple(a for a in listed if hardware_id_of(a.device) in ours),
+            draining_since=MappingProxyType(
+                {c: published.draining_since[c] for c in applied.draining if c in published.draining_since}
+            ),
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:
@@ -358,6 +365,12 @@ class Daemon:
             transition.device_id,
             transition.health.value,
             transition.reason,
+            extra={
+                "backend": transition.backend,
+                "card": transition.device_id,
+                "health": transition.health.value,
+                "reason": transition.reason,
+            },
         )
 
     def _recompute(self) -> None:
@@ -390,6 +403,8 @@ class Daemon:
         )
         _log_changes(self._desired, desired)
         self._desired = desired
+        since = self._published.draining_since
+        self._draining_since = MappingProxyType({c: since.get(c, now) for c in desired.draining})
         self.applier.submit(ApplyJob(desired, inventory, state.listed_held))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
@@ -401,6 +416,7 @@ class Daemon:
             self._desired,
             MappingProxyType(dict(held)) if held is not None else old.held,
             old.waiting_for if waiting_for is None else waiting_for,
+            self._draining_since,
         )
         self._notify()
 
@@ -443,18 +459,30 @@ def _log_changes(before: Desired, after: Desired) -> None:
     for card_id, claimants in after.conflicts.items():
         if card_id not in before.conflicts:
             log.error(
-                "card %s is claimed by pools %s: neither new claimant gets it", card_id, list(claimants)
+                "card %s is claimed by pools %s: neither new claimant gets it",
+                card_id,
+                list(claimants),
+                extra={"card": card_id, "pools": list(claimants)},
             )
     for card_id, (holder, wanted) in after.draining.items():
         if before.draining.get(card_id) != (holder, wanted):
             log.warning(
-                "card %s draining: held under %s, goes to pool %s once released", card_id, holder, wanted
+                "card %s draining: held under %s, goes to pool %s once released",
+                card_id,
+                holder,
+                wanted,
+                extra={"card": card_id, "resource": holder, "pool": wanted},
             )
     for card_id in set(before.draining) - set(after.draining):
-        log.info("card %s released: draining over", card_id)
+        log.info("card %s released: draining over", card_id, extra={"card": card_id})
     for card_id, wanted in after.awaiting.items():
         if card_id not in before.awaiting:
-            log.warning("card %s waits for pod-resources before pool %s may advertise it", card_id, wanted)
+            log.warning(
+                "card %s waits for pod-resources before pool %s may advertise it",
+                card_id,
+                wanted,
+                extra={"card": card_id, "pool": wanted},
+            )
 
 
 def _run_side_by_side(calls: Sequence[Callable[[], None]], timeout: float) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
 from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
 from hcs_deviceplugin.reconciler import HeldCard
@@ -89,6 +90,11 @@ class DaemonView:
     """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
     wanted_pools: tuple[str, ...] = ()
     """Pools the desired state says to serve; one missing from ``pools`` is not served yet."""
+    allocations: tuple[DeviceAllocation, ...] = ()
+    """Who holds which of this node's units (namespace, pod, container), as pod-resources last listed
+    them; just-allocated units appear once kubelet lists them."""
+    draining_since: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    """Draining card id → ``time.monotonic()`` when the daemon first saw it draining."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

@@ -207,6 +207,12 @@ class PoolAggregator:
         """All current errors: of sources, then of objects in (namespace, name) order."""
         return list(self._merged.errors)
 
+    def known_objects(self) -> list[tuple[str, str]]:
+        """(source, object) of every object now read, good or bad, in the labels of
+        :meth:`errors_by_object`: so an error counter can start at 0 for each before it goes bad."""
+        with self._lock:
+            return sorted((state.source, object_label(key)) for key, state in self._objects.items())
+
     def errors_by_object(self) -> dict[tuple[str, str], list[ConfigError]]:
         """(source, object) → current errors, for ``hcs_config_errors_total{source,object}``.
 
