@@ -7,6 +7,9 @@ import logging
 import sys
 import time
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+"""The level names ``--log-level`` takes (any case)."""
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: time, level, logger, message (and the exception, if any)."""

@@ -223,6 +223,7 @@ class Daemon:
             pod_resources_error=self._poller.last_error if self._poller is not None else "",
             waiting_for=published.waiting_for,
             wanted_pools=tuple(sorted(published.desired.pools)),
+            running_backends=tuple(sorted(self._backends)),
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:

@@ -89,6 +89,8 @@ class DaemonView:
     """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
     wanted_pools: tuple[str, ...] = ()
     """Pools the desired state says to serve; one missing from ``pools`` is not served yet."""
+    running_backends: tuple[str, ...] = ()
+    """Backends created at start (failed ones too: they are retried); none means nothing can be served."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())
