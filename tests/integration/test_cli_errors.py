@@ -178,6 +178,11 @@ def test_busy_metrics_port_is_refused_before_anything_is_served(root: Path) -> N
     assert not (root / "dp").exists(), "the plugin dir was not touched"
 
 
+def test_simulate_refuses_a_missing_node_file(root: Path) -> None:
+    line = refused(["simulate", "--once", "--node", str(root / "node.yaml")])
+    assert f"--node: simulated node description {root / 'node.yaml'}: cannot read" in line, line
+
+
 def test_validate_config_reports_a_huge_integer_with_its_line(tmp_path: Path) -> None:
     """Python refuses to convert an integer of over 4,300 digits; that is a config error, not a crash."""
     path = tmp_path / "pools.yaml"
