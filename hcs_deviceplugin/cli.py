@@ -99,6 +99,25 @@ def _port(text: str) -> int:
     return port
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a duration in seconds, finite and not negative."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return seconds
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a duration in seconds above 0 (an interval)."""
+    seconds = _seconds(text)
+    if seconds == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be above 0 seconds")
+    return seconds
+
+
 def _add_run_parser(
     sub: argparse._SubParsersAction[_Parser], environ: Mapping[str, str]
 ) -> argparse.ArgumentParser:
@@ -132,10 +151,12 @@ def _add_run_parser(
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
         help="kubelet pod-resources socket, to learn which devices running containers hold",
     )
-    run.add_argument("--pod-resources-interval", type=float, default=5.0, help="seconds between polls")
+    run.add_argument(
+        "--pod-resources-interval", type=_positive_seconds, default=5.0, help="seconds between polls"
+    )
     run.add_argument(
         "--allocation-settle-seconds",
-        type=float,
+        type=_seconds,
         default=2.0,
         help="how long a card just handed out counts as held before pod-resources must show it",
     )
@@ -208,7 +229,7 @@ def _add_simulate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         default="simulated",
         help="simulated: the simulated backend; fake: every vendor's real backend on its fake hardware",
     )
-    sim.add_argument("--step-seconds", type=float, default=1.5, help="pause between scenario steps")
+    sim.add_argument("--step-seconds", type=_seconds, default=1.5, help="pause between scenario steps")
     sim.add_argument("--log-level", type=_log_level, default="warning", help=", ".join(LOG_LEVELS))
 
 

@@ -72,7 +72,7 @@ BAD: dict[str, tuple[dict[str, str], str]] = {
     "not an int": ({"HCS_METRICS_PORT": "http"}, "HCS_METRICS_PORT='http': 'http' is not a port number"),
     "not a float": (
         {"HCS_POD_RESOURCES_INTERVAL": "soon"},
-        "HCS_POD_RESOURCES_INTERVAL='soon': not a valid float",
+        "HCS_POD_RESOURCES_INTERVAL='soon': 'soon' is not a number of seconds",
     ),
     "not a choice": ({"HCS_LOG_FORMAT": "xml"}, "HCS_LOG_FORMAT='xml': expected one of text, json"),
     "not a switch": ({"HCS_IN_CLUSTER": "maybe"}, "HCS_IN_CLUSTER='maybe': expected true or false"),

@@ -144,6 +144,16 @@ CASES: dict[str, Case] = {
         {},
         "--metrics-port: 70000 is not a port number",
     ),
+    "zero --pod-resources-interval": lambda r: (
+        ["--pod-resources-interval", "0"],
+        {},
+        "--pod-resources-interval: '0': must be above 0 seconds",
+    ),
+    "nan --allocation-settle-seconds": lambda r: (
+        ["--allocation-settle-seconds", "nan"],
+        {},
+        "--allocation-settle-seconds: 'nan' is not a number of seconds (0 or more)",
+    ),
     "bad HCS_METRICS_PORT": lambda r: ([], {"HCS_METRICS_PORT": "http"}, "HCS_METRICS_PORT='http'"),
     "bad HCS_IN_CLUSTER": lambda r: (
         [],
