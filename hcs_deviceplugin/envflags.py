@@ -1,13 +1,14 @@
 """Every flag of a command also read from an ``HCS_`` environment variable; a flag given wins.
 
 A DaemonSet sets its settings as environment (from a ConfigMap, a Secret, the downward API) as
-often as as arguments, and NVIDIA's device plugin reads one variable per flag, so operators expect
+often as arguments, and NVIDIA's device plugin reads one variable per flag, so operators expect
 the same here. The variable is the flag's long name in capitals with ``-`` as ``_`` behind ``HCS_``
 (``--pools-dir`` ↔ ``HCS_POOLS_DIR``), and each flag's ``--help`` names it.
 
 A value from the environment is checked exactly as the flag's value would be (its type, its
 choices), and a bad one is an error naming the variable, never silently the default. A switch
-(``--in-cluster``) reads ``true``/``false`` (also ``1``/``0``, ``yes``/``no``, ``on``/``off``); a
+(``--in-cluster``) reads ``true``/``false`` (also ``1``/``0``, ``yes``/``no``, ``on``/``off``), and
+one its variable turns on can only be turned off there (the flags have no ``--no-`` form); a
 repeated flag (``--backend-option``) reads its items separated by whitespace, and the flag given
 even once replaces them all. An empty variable counts as not set (``HCS_KUBECONFIG=`` is no
 kubeconfig, not the current directory).

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from hcs_deviceplugin import cli, envflags
 
@@ -128,3 +130,30 @@ def test_help_and_version_have_no_variable() -> None:
 def test_node_name_and_namespace_fall_back_to_the_downward_api_variables() -> None:
     args = cli.parse_arguments(["run"], {"NODE_NAME": "n2", "POD_NAMESPACE": "ns"})
     assert (args.node_name, args.kube_namespace) == ("n2", "ns")
+
+
+VALUED = [a for a in flags() if not isinstance(a, argparse._StoreTrueAction | argparse._AppendAction)]
+
+
+def _outcome(argv: list[str], environ: dict[str, str]) -> object:
+    """The parsed value of every flag, or that parsing was refused (status 2)."""
+    try:
+        return vars(cli.parse_arguments(["run", *argv], environ))
+    except SystemExit as exited:
+        assert exited.code == 2
+        return "refused"
+
+
+@pytest.mark.parametrize("action", VALUED, ids=lambda a: a.dest)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1))
+def test_a_variable_reads_exactly_as_its_flag(
+    action: argparse.Action, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever the text, ``HCS_X=text`` parses to what ``--x=text`` does, or both are refused."""
+    assume(text.strip())
+    long = next(o for o in action.option_strings if o.startswith("--"))
+    name = envflags.variable_name(action)
+    assert name is not None
+    assert _outcome([f"{long}={text}"], {}) == _outcome([], {name: text})
+    capsys.readouterr()
