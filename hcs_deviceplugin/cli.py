@@ -259,7 +259,8 @@ def parse_arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> a
     """The command line, with ``run``'s flags not given taken from their ``HCS_`` variables.
 
     The command line is read first on its own, so that ``--help`` and a mistyped flag are answered
-    whatever the environment holds, and the variables are read only for ``run``.
+    whatever the environment holds, and the variables are read only for ``run``; its namespace's
+    ``from_environment`` maps each flag whose value came from a variable to that variable.
     """
     parser = build_parser(environ)
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -268,9 +269,11 @@ def parse_arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> a
         return args
     run = _subparser(parser, "run")
     try:
-        return envflags.apply_environment(run, arguments, args, environ, parser.parse_args)
+        args, taken = envflags.apply_environment(run, arguments, args, environ, parser.parse_args)
     except envflags.EnvironmentValueError as exc:
         run.error(str(exc))
+    args.from_environment = taken
+    return args
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -365,10 +368,11 @@ def check_backend_options(
 
 def command_run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
+    taken: Mapping[str, str] = getattr(args, "from_environment", {})
     try:
         settings = run_settings(args)
     except UsageError as exc:
-        return fail(str(exc))
+        return fail(envflags.mention_variables(str(exc), taken))
     from hcs_deviceplugin.runner import Runner, StartError
 
     try:
@@ -376,7 +380,7 @@ def command_run(args: argparse.Namespace) -> int:
         signals = SignalWaiter(runner.stop_event)
         runner.start()
     except StartError as exc:
-        return fail(str(exc))
+        return fail(envflags.mention_variables(str(exc), taken))
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)

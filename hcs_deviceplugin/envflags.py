@@ -17,6 +17,7 @@ kubeconfig, not the current directory).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Mapping
 
 PREFIX = "HCS_"
@@ -67,22 +68,39 @@ def apply_environment(
     parsed: argparse.Namespace,
     environ: Mapping[str, str],
     reparse: Callable[[list[str]], argparse.Namespace],
-) -> argparse.Namespace:
-    """``parsed`` with each flag not given in ``argv`` taken from its variable, where one is set.
+) -> tuple[argparse.Namespace, dict[str, str]]:
+    """``parsed`` with each flag not given in ``argv`` taken from its variable, where one is set;
+    and ``{flag: variable}`` for the flags whose value came from a variable.
 
     The variables become ``parser``'s defaults and ``argv`` is parsed again (``reparse``), so a flag
     given still wins. A repeated flag would add its items to the default list instead of replacing
     it, so where ``parsed`` (read without the variables) has items of its own, those are kept alone.
+    A value that differs from ``parsed``'s came from the variable (one equal to it needs no credit).
     """
     defaults = environment_defaults(parser, environ)
     if not defaults:
-        return parsed
+        return parsed, {}
     parser.set_defaults(**defaults)
     again = reparse(argv)
+    taken: dict[str, str] = {}
     for action in parser._actions:
         if isinstance(action, argparse._AppendAction) and getattr(parsed, action.dest, None):
             setattr(again, action.dest, getattr(parsed, action.dest))
-    return again
+        name = variable_name(action)
+        if name is not None and getattr(again, action.dest) != getattr(parsed, action.dest):
+            taken[next(o for o in action.option_strings if o.startswith("--"))] = name
+    return again, taken
+
+
+def mention_variables(message: str, taken: Mapping[str, str]) -> str:
+    """``message`` with the first mention of each flag in ``taken`` followed by its variable.
+
+    An error about ``--pools-dir`` set as ``HCS_POOLS_DIR`` reads ``--pools-dir (HCS_POOLS_DIR)``,
+    so an operator who never typed the flag still knows where the value came from.
+    """
+    for flag, name in taken.items():
+        message = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", f"{flag} ({name})", message, count=1)
+    return message
 
 
 def _value(action: argparse.Action, name: str, text: str) -> object:

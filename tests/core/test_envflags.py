@@ -138,7 +138,9 @@ VALUED = [a for a in flags() if not isinstance(a, argparse._StoreTrueAction | ar
 def _outcome(argv: list[str], environ: dict[str, str]) -> object:
     """The parsed value of every flag, or that parsing was refused (status 2)."""
     try:
-        return vars(cli.parse_arguments(["run", *argv], environ))
+        parsed = vars(cli.parse_arguments(["run", *argv], environ))
+        del parsed["from_environment"]  # which source gave each value: the only thing that differs
+        return parsed
     except SystemExit as exited:
         assert exited.code == 2
         return "refused"
@@ -157,3 +159,40 @@ def test_a_variable_reads_exactly_as_its_flag(
     assert name is not None
     assert _outcome([f"{long}={text}"], {}) == _outcome([], {name: text})
     capsys.readouterr()
+
+
+MENTIONS: dict[str, tuple[str, dict[str, str], str]] = {
+    "named after the flag": (
+        "--pools-dir /x: no such directory",
+        {"--pools-dir": "HCS_POOLS_DIR"},
+        "--pools-dir (HCS_POOLS_DIR) /x: no such directory",
+    ),
+    "only the first mention": ("--a and --a", {"--a": "HCS_A"}, "--a (HCS_A) and --a"),
+    "not inside a longer flag": (
+        "--metrics-address/--metrics-port x",
+        {"--metrics-port": "HCS_METRICS_PORT"},
+        "--metrics-address/--metrics-port (HCS_METRICS_PORT) x",
+    ),
+    "not a prefix of another flag": (
+        "--kube-namespace is needed",
+        {"--kube": "HCS_KUBE"},
+        "--kube-namespace is needed",
+    ),
+    "nothing taken": ("--pools-dir /x", {}, "--pools-dir /x"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MENTIONS))
+def test_mention_variables(case: str) -> None:
+    message, taken, expected = MENTIONS[case]
+    assert envflags.mention_variables(message, taken) == expected
+
+
+def test_the_flags_taken_from_the_environment_are_recorded() -> None:
+    args = cli.parse_arguments(
+        ["run", "--vendors", "simulated"],
+        {"HCS_POOLS_DIR": "/p", "HCS_VENDORS": "nvidia", "HCS_LOG_LEVEL": "info"},
+    )
+    assert args.from_environment == {"--pools-dir": "HCS_POOLS_DIR"}, (
+        "given flags and defaults are not credited"
+    )

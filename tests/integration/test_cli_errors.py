@@ -154,6 +154,16 @@ CASES: dict[str, Case] = {
         {},
         "--allocation-settle-seconds: 'nan' is not a number of seconds (0 or more)",
     ),
+    "mistyped HCS_POOLS_DIR": lambda r: (
+        ["--pools-dir", str(r / "pool")],
+        {"HCS_POOLS_DIR": str(r / "pools")},
+        f"--pools-dir {r / 'pool'}: no such directory",
+    ),
+    "HCS_IN_CLUSTER with --kubeconfig": lambda r: (
+        ["--kubeconfig", str(r / "file"), "--kube-namespace", "ns"],
+        {"HCS_IN_CLUSTER": "on"},
+        "--in-cluster (HCS_IN_CLUSTER) and --kubeconfig: give one",
+    ),
     "bad HCS_METRICS_PORT": lambda r: ([], {"HCS_METRICS_PORT": "http"}, "HCS_METRICS_PORT='http'"),
     "bad HCS_IN_CLUSTER": lambda r: (
         [],
@@ -169,6 +179,13 @@ def test_run_refuses_in_one_line(case: str, root: Path) -> None:
     args, env, expected = CASES[case](root)
     line = refused([*base_args(root), *args], env)
     assert expected in line, line
+
+
+def test_a_start_error_names_the_variable_the_value_came_from(root: Path) -> None:
+    args = base_args(root)
+    del args[args.index("--pools-dir") : args.index("--pools-dir") + 2]
+    line = refused(args, {"HCS_POOLS_DIR": str(root / "pool")})
+    assert f"--pools-dir (HCS_POOLS_DIR) {root / 'pool'}: no such directory" in line, line
 
 
 def test_mistyped_pools_dir_is_not_created(root: Path) -> None:
