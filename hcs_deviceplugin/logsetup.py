@@ -16,6 +16,9 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+"""The level names ``--log-level`` takes (any case)."""
+
 
 def utc_time(record: logging.LogRecord) -> str:
     """``2026-11-26T08:40:20.123Z``: the record's creation time in UTC with milliseconds."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hcs_deviceplugin import __version__
-from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.backend import BackendConfig, BackendOptionError, LoadedBackends, load_backends
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig, close_backend
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
@@ -29,6 +29,15 @@ from hcs_deviceplugin.pools.errors import ConfigError
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 log = logging.getLogger(__name__)
+
+
+class StartError(Exception):
+    """The daemon cannot start as configured: the message is one line naming the setting at fault.
+
+    Raised for what the operator must fix (a kubeconfig that cannot be loaded, a port in use, a
+    misspelt backend option, a missing pools directory) before anything is served; ``run`` prints
+    it and exits with status 2.
+    """
 
 
 @dataclass(frozen=True)
@@ -81,18 +90,65 @@ class _HealthPoke:
 
 
 def kubernetes_client(api: ApiSettings) -> Any:
-    """An ApiClient from the in-cluster service account or a kubeconfig file."""
+    """An ApiClient from the in-cluster service account or a kubeconfig file.
+
+    :class:`StartError` when neither can be loaded: outside a pod there is no service account, and
+    a kubeconfig is the operator's file, so anything its loader refuses is the operator's to fix.
+    """
     import kubernetes
 
     if api.in_cluster:
-        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        try:
+            kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException as exc:
+            reason = _one_line(exc)
+            raise StartError(
+                f"--in-cluster: no service account to load ({reason}); outside a pod, give --kubeconfig"
+            ) from None
         return kubernetes.client.ApiClient()
+    if api.kubeconfig is not None and not api.kubeconfig.is_file():
+        problem = "not a file" if api.kubeconfig.exists() else "no such file"
+        raise StartError(f"--kubeconfig {api.kubeconfig}: {problem}")
     kubeconfig = str(api.kubeconfig) if api.kubeconfig else None
-    return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    try:
+        return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    except Exception as exc:  # the loader raises ConfigException, YAML, OS and type errors alike
+        raise StartError(f"--kubeconfig {kubeconfig}: cannot load it: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def read_pools_directory(settings: RunSettings) -> bool:
+    """Whether to watch ``--pools-dir``; :class:`StartError` when it is needed and missing.
+
+    A missing directory is never created: a mistyped path would otherwise be watched forever, empty,
+    while the daemon serves nothing. The chart always mounts it (an empty ConfigMap volume is still
+    a directory), so missing means mistyped, unless pools come through the API, which needs no
+    mount: then the daemon goes on without it, and says so.
+    """
+    path = settings.pools_dir
+    if path.is_dir():
+        return True
+    if path.exists():
+        raise StartError(f"--pools-dir {path}: not a directory")
+    if settings.api is None:
+        raise StartError(
+            f"--pools-dir {path}: no such directory (mount the pools ConfigMap there, "
+            "or watch pool ConfigMaps through the API with --in-cluster or --kubeconfig)"
+        )
+    log.warning("pools directory %s does not exist: pools come from the Kubernetes API only", path)
+    return False
 
 
 class Runner:
-    """The running daemon and everything around it; ``start`` then ``stop``."""
+    """The running daemon and everything around it; ``start`` then ``stop``.
+
+    What the operator can get wrong is checked first and cheapest first (the pools directory, the
+    Kubernetes client, backend options, then the metrics port in :meth:`start`), each as a
+    :class:`StartError`, before anything is served.
+    """
 
     def __init__(self, settings: RunSettings) -> None:
         if settings.node_labels and settings.api is None:
@@ -102,16 +158,21 @@ class Runner:
         self.settings = settings
         self.stop_event = threading.Event()
         self._started = time.monotonic()
+        watch_directory = read_pools_directory(settings)
+        self._api_client: Any = kubernetes_client(settings.api) if settings.api is not None else None
         self.metrics = Metrics(config_sources=("file", "api") if settings.api is not None else ("file",))
         observer = _HealthPoke(self.metrics)
-        self.backends: LoadedBackends = load_backends(
-            list(settings.vendors),
-            lambda name: BackendConfig(
-                host_root=settings.host_root,
-                options=settings.backend_options.get(name, {}),
-                stop=self.stop_event,
-            ),
-        )
+        try:
+            self.backends: LoadedBackends = load_backends(
+                list(settings.vendors),
+                lambda name: BackendConfig(
+                    host_root=settings.host_root,
+                    options=settings.backend_options.get(name, {}),
+                    stop=self.stop_event,
+                ),
+            )
+        except BackendOptionError as exc:
+            raise StartError(f"--backend-option: {_one_line(exc)}") from None
         self.daemon = Daemon(
             DaemonConfig(
                 plugin_dir=settings.plugin_dir,
@@ -127,18 +188,18 @@ class Runner:
             interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
         )
         self.aggregator = PoolAggregator(self._pools_changed)
-        self._api_client: Any = None
         self._events: Any = None
         self.labeler: NodeLabeler | None = None
-        # The same ConfigMap mounted and watched must be one object: give files the API namespace.
-        namespace = settings.api.namespace if settings.api is not None else ""
-        directory = DirectoryPoolSource(
-            settings.pools_dir,
-            aggregator=self.aggregator,
-            namespace=namespace,
-            on_reload=lambda: self.metrics.config_reload("file"),
-        )
-        self.daemon.add_source(lambda _on_change: directory)
+        if watch_directory:
+            # The same ConfigMap mounted and watched must be one object: give files the API namespace.
+            namespace = settings.api.namespace if settings.api is not None else ""
+            directory = DirectoryPoolSource(
+                settings.pools_dir,
+                aggregator=self.aggregator,
+                namespace=namespace,
+                on_reload=lambda: self.metrics.config_reload("file"),
+            )
+            self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
         if settings.node_labels:
@@ -162,8 +223,6 @@ class Runner:
     def _add_api_source(self, api: ApiSettings) -> None:
         from hcs_deviceplugin.pools.apisource import ApiConfigMapSource
         from hcs_deviceplugin.pools.events import EventRecorder
-
-        self._api_client = kubernetes_client(api)
 
         delivered = threading.Event()
 
@@ -194,9 +253,21 @@ class Runner:
         self.daemon.set_pools(poolset, errors)
 
     def start(self) -> None:
-        """Probes first (they say why nothing is served yet), then the daemon, then the labeler."""
+        """Probes first (they say why nothing is served yet), then the daemon, then the labeler.
+
+        :class:`StartError` when the metrics address cannot be bound (the port is in use, the
+        address is not this host's); the backends are closed and nothing else was started.
+        """
         self._started = time.monotonic()
-        self.http.start()
+        try:
+            self.http.start()
+        except OSError as exc:
+            for name, backend in self.backends.running.items():
+                close_backend(name, backend)
+            where = f"{self.settings.metrics_address}:{self.settings.metrics_port}"
+            raise StartError(
+                f"--metrics-address/--metrics-port {where}: cannot listen: {exc.strerror or _one_line(exc)}"
+            ) from None
         self.daemon.start(cancel=self.stop_event)
         if self.stop_event.is_set():
             return

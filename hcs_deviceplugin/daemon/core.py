@@ -230,6 +230,7 @@ class Daemon:
             draining_since=MappingProxyType(
                 {c: published.draining_since[c] for c in applied.draining if c in published.draining_since}
             ),
+            running_backends=tuple(sorted(self._backends)),
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:

@@ -95,6 +95,8 @@ class DaemonView:
     them; just-allocated units appear once kubelet lists them."""
     draining_since: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     """Draining card id → ``time.monotonic()`` when the daemon first saw it draining."""
+    running_backends: tuple[str, ...] = ()
+    """Backends created at start (failed ones too: they are retried); none means nothing can be served."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

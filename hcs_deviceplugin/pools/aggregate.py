@@ -163,12 +163,25 @@ class _ObjectState:
 
 def _newer(a: _Copy, b: _Copy) -> bool:
     """Whether copy ``a`` is newer than ``b`` (see "Newest copy wins" in the module docstring)."""
+    na, nb = _as_number(a.obj.resource_version), _as_number(b.obj.resource_version)
+    if na is not None and nb is not None and na != nb:
+        return na > nb
     va, vb = a.obj.resource_version, b.obj.resource_version
-    if va.isascii() and va.isdigit() and vb.isascii() and vb.isdigit() and int(va) != int(vb):
-        return int(va) > int(vb)
     if bool(va) != bool(vb):
         return bool(va)
     return a.arrival > b.arrival
+
+
+def _as_number(version: str) -> tuple[int, str] | None:
+    """A digit string as a key that orders like its integer, or ``None`` for any other version.
+
+    Not ``int()``: Python refuses to convert more than 4,300 digits, and a version is whatever the
+    source sent. Without leading zeros, more digits is bigger, and equal lengths compare as text.
+    """
+    if not (version.isascii() and version.isdigit()):
+        return None
+    digits = version.lstrip("0")
+    return len(digits), digits
 
 
 def _same_content(a: ConfigMapObject, b: ConfigMapObject) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -234,7 +234,10 @@ class NvidiaBackend:
 
 def create_backend(config: BackendConfig) -> NvidiaBackend:
     """Load and initialise NVML; BackendAbsent (with the reason) when the library or driver is missing."""
-    settings = NvidiaSettings.parse(config.options, os.environ)
+    try:
+        settings = NvidiaSettings.parse(config.options, os.environ)
+    except ValueError as err:  # a misspelt option is the operator's mistake, not missing hardware
+        raise BackendOptionError(str(err)) from None
     try:
         library = nvml.open_library(settings.library, config.host_root)
     except nvml.LibraryUnavailable as err:
