@@ -93,6 +93,19 @@ def _add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="app.kubernetes.io/part-of=hcs-deviceplugin",
         help="which ConfigMaps hold pools",
     )
+    node = run.add_argument_group("This node's labels, for the DKP NodeGroup format (a label picks a config)")
+    node.add_argument(
+        "--node-config-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of this node as the pool formats see it (repeatable); wins over the watched Node",
+    )
+    node.add_argument(
+        "--watch-node",
+        action="store_true",
+        help="watch this Node's labels through the API (with --in-cluster or --kubeconfig)",
+    )
     labels = run.add_argument_group("Node labels (optional; need --in-cluster or --kubeconfig)")
     labels.add_argument(
         "--node-labels",
@@ -216,6 +229,16 @@ def command_run(args: argparse.Namespace) -> int:
     if args.node_labels and not (args.in_cluster or args.kubeconfig):
         print("hcs-deviceplugin: --node-labels needs --in-cluster or --kubeconfig", file=sys.stderr)
         return 2
+    if args.watch_node and not (args.in_cluster or args.kubeconfig):
+        print("hcs-deviceplugin: --watch-node needs --in-cluster or --kubeconfig", file=sys.stderr)
+        return 2
+    config_labels: dict[str, str] = {}
+    for item in args.node_config_label:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"hcs-deviceplugin: --node-config-label {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        config_labels[key.strip()] = value.strip()
     if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
         print(
             "hcs-deviceplugin: --kube-namespace (or POD_NAMESPACE) is needed for the API source",
@@ -246,6 +269,8 @@ def command_run(args: argparse.Namespace) -> int:
             api=api,
             node_labels=args.node_labels,
             gpu_type_label=args.gpu_type_label,
+            node_config_labels=config_labels,
+            watch_node=args.watch_node,
         )
     )
     signals = SignalWaiter(runner.stop_event)
