@@ -7,7 +7,9 @@ the invariants be tested in tables and properties without sockets:
   nowhere if it was nowhere, and the conflict is reported);
 * a card that a running container holds is not advertised under any other resource, nor as units
   other than the ones held (exclusive → time-sliced, say), until it is released ("draining");
-* a change touches only the pools it changes (see :func:`plan_changes`).
+* a change touches only the pools it changes (see :func:`plan_changes`);
+* a card goes to a pool with a ``sharing`` mode only if its backend enforces that mode
+  (``unsupported``), and the cards to share are handed to backends as :func:`sharing_requests`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hcs_deviceplugin.model import (
     Partition,
     Pool,
     PoolSet,
+    SharingRequest,
     Unit,
     UnitKind,
     replica_unit_id,
@@ -57,6 +60,9 @@ class Desired:
     draining: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     awaiting: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """card id → the pool that wants it, for cards held back until pod-resources says what is held."""
+    unsupported: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """card id → why the pool that wants it cannot have it: its backend does not offer the pool's
+    sharing mode."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def desired_state(
     previous_assignment: Mapping[str, str] | None = None,
     held: Mapping[str, HeldCard] | None = None,
     blocked: frozenset[str] = frozenset(),
+    sharing_support: Mapping[str, frozenset[str]] | None = None,
 ) -> Desired:
     """Decide which pool serves which card, and the units each pool advertises.
 
@@ -103,7 +110,8 @@ def desired_state(
     running container holds of it; such a card goes only to a pool that would advertise it under the
     same resource with the held unit ids, otherwise it drains (``draining``: card → (held resource,
     wanted pool)). ``blocked`` cards go nowhere (``awaiting``): after a restart, cards whose holders
-    nobody can vouch for until pod-resources answers.
+    nobody can vouch for until pod-resources answers. ``sharing_support`` maps backend name → the
+    sharing modes it enforces; a card whose pool wants another mode goes nowhere (``unsupported``).
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
@@ -116,6 +124,8 @@ def desired_state(
     conflicts: dict[str, tuple[str, ...]] = {}
     draining: dict[str, tuple[str, str]] = {}
     awaiting: dict[str, str] = {}
+    unsupported: dict[str, str] = {}
+    support = sharing_support or {}
     for card_id, claimants in claims.items():
         target: str | None = claimants[0]
         if len(claimants) > 1:
@@ -123,6 +133,14 @@ def desired_state(
             before = previous_assignment.get(card_id)
             target = before if before in claimants else None
         if target is None:
+            continue
+        wanted = pools_by_name[target]
+        backend = cards_by_id[card_id].backend
+        if wanted.sharing and wanted.sharing not in support.get(backend, frozenset()):
+            unsupported[card_id] = (
+                f"pool {target} shares its cards by {wanted.sharing!r}, which backend {backend} of card "
+                f"{card_id} does not offer"
+            )
             continue
         if card_id in blocked:
             awaiting[card_id] = target
@@ -160,7 +178,27 @@ def desired_state(
         conflicts=MappingProxyType(conflicts),
         draining=MappingProxyType(draining),
         awaiting=MappingProxyType(awaiting),
+        unsupported=MappingProxyType(unsupported),
     )
+
+
+def sharing_requests(
+    desired: Desired, held: Mapping[str, HeldCard], previous: Mapping[str, SharingRequest]
+) -> dict[str, SharingRequest]:
+    """Card id → how its backend must share it now: the cards of pools with a ``sharing`` mode, plus
+    cards shared before that a running container still holds (they drain under the old mode: tearing
+    it down would break the holder)."""
+    requests: dict[str, SharingRequest] = {}
+    for card_id, pool_name in desired.assignment.items():
+        pool = desired.pools[pool_name].pool
+        if pool.sharing:
+            requests[card_id] = SharingRequest(
+                card_id, pool.sharing, pool.slices_per_unit, pool.memory_per_replica
+            )
+    for card_id in held:
+        if card_id not in requests and card_id in previous:
+            requests[card_id] = previous[card_id]
+    return requests
 
 
 def units_for_card(

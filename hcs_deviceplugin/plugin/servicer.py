@@ -60,6 +60,12 @@ def resolve_units(snapshot: Snapshot, ids: Sequence[str]) -> list[Unit]:
         raise AllocationRejected(f"pool {snapshot.pool.name}: " + "; ".join(problems))
     if not units:
         raise AllocationRejected(f"pool {snapshot.pool.name}: empty device id list")
+    pool = snapshot.pool
+    if pool.sharing and len(units) > 1:
+        raise AllocationRejected(
+            f"pool {pool.name}: {len(units)} replicas asked for one container, but the pool shares its "
+            f"cards by {pool.sharing!r}, where each replica is one limited client: ask for 1"
+        )
     return units
 
 

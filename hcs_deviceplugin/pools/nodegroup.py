@@ -9,7 +9,8 @@ a ``gpu`` section, a ConfigMap ``nvidia-device-plugin-<first 7 hex digits of sha
 ``Exclusive``       ``flags.migStrategy: none``
 ``TimeSlicing``     ``sharing.timeSlicing``: ``nvidia.com/gpu`` × ``partitionCount`` replicas (default 4),
                     ``failRequestsGreaterThanOne: true``
-``MPS``             ``sharing.mps``: ``nvidia.com/gpu`` × 4 replicas, ``renameByDefault: false``
+``MPS``             ``sharing.mps``: ``nvidia.com/gpu`` × 4 replicas, ``renameByDefault: false``;
+                    a pool with ``sharing: mps`` (the NVIDIA backend runs a control daemon per card)
 ``Mig``             ``flags.migStrategy: mixed`` (older renderings: ``MIG``)
 ==================  ===================================================================================
 
@@ -255,11 +256,9 @@ def _config(
     slices = sharing.replicas.get(resource, 1)
     for named in sorted(set(sharing.replicas) - {resource}):
         warn("sharing", f"replicas for {named!r}, which is not served here ({resource!r}); ignored")
-    if sharing.mode == "mps" and slices > 1:
-        report.add(
-            "sharing.mps",
-            "MPS sharing is not supported yet; use the TimeSlicing config or a native pool",
-        )
+    mps = sharing.mode == "mps"
+    if mps and slices < 2:
+        report.add("sharing.mps", f"MPS needs at least 2 replicas of {resource!r}, got {slices}")
         return []
     renamed = resource + (dkp.SHARED_SUFFIX if sharing.rename and slices > 1 else "")
     resource_name = f"{domain}/{renamed}"
@@ -276,6 +275,7 @@ def _config(
         devices=(GPU_SELECTOR,),
         source=source,
         options=options,
+        sharing="mps" if mps else "",
     )
     return [LocatedPool(pool, "flags.migStrategy")]
 

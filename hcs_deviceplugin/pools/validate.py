@@ -123,6 +123,9 @@ def _describe(pools: Sequence[Pool]) -> str:
     parts = []
     for pool in pools:
         mode = f"{pool.unit}" + (f" x{pool.slices_per_unit}" if pool.time_sliced else "")
+        mode += f" {pool.sharing}" if pool.sharing else ""
+        if pool.memory_per_replica:
+            mode += f" {pool.memory_per_replica // (1 << 20)}Mi each"
         count = len(pool.devices)
         entries = f"{count} device entr{'y' if count == 1 else 'ies'}"
         parts.append(f"{pool.name} ({pool.resource_name}, {mode}, {entries})")

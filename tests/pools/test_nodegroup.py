@@ -127,11 +127,17 @@ def test_the_rendered_configmap_gives_upstreams_resources_for_the_labelled_confi
     assert parse(fixture(), picked(config, **labels)) == [expected]
 
 
-def test_mps_is_refused_until_it_is_supported() -> None:
+def test_mps_is_a_pool_shared_by_mps_with_the_replicas() -> None:
+    assert parse(fixture(), picked("MPS")) == [
+        gpu_pool(SOURCE, slices_per_unit=4, sharing="mps", options={"migStrategy": "none"})
+    ]
+
+
+def test_mps_with_one_replica_is_an_error() -> None:
+    text = "version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 1}]\n"
     with pytest.raises(ConfigErrors) as caught:
-        parse(fixture(), picked("MPS"))
-    [error] = caught.value.errors
-    assert (error.path, "not supported") == ("MPS: sharing.mps", "not supported")
+        parse(ConfigMapObject(name="ng", data={"MPS": text}), node(**{NODE_CONFIG_LABEL: "MPS"}))
+    assert [e.path for e in caught.value.errors] == ["MPS: sharing.mps"]
 
 
 def test_an_older_rendering_with_a_mig_key_and_eight_replicas() -> None:
@@ -303,15 +309,21 @@ def test_a_configmap_shaped_like_two_dkp_formats_is_an_error() -> None:
 
 
 def test_every_config_is_checked_for_offline_checks() -> None:
-    configs = parse_every_config(fixture("rendered-older.yaml"), NO_ENV)
-    assert {name: [p.pool.slices_per_unit for p in pools] for name, pools in configs.items()} == {
-        "Exclusive": [1],
-        "MIG": [1],
-        "TimeSlicing": [8],
+    configs = parse_every_config(fixture(), NO_ENV)
+    assert {
+        name: [(p.pool.slices_per_unit, p.pool.sharing) for p in pools] for name, pools in configs.items()
+    } == {
+        "Exclusive": [(1, "")],
+        "MPS": [(4, "mps")],
+        "Mig": [(1, "")],
+        "TimeSlicing": [(4, "")],
     }
+    broken = ConfigMapObject(
+        name="ng", data={"Exclusive": "version: v2\n", "MPS": "flags: {migStrategy: x}\n"}
+    )
     with pytest.raises(ConfigErrors) as caught:
-        parse_every_config(fixture(), NO_ENV)
-    assert [e.path for e in caught.value.errors] == ["MPS: sharing.mps"]
+        parse_every_config(broken, NO_ENV)
+    assert [e.path for e in caught.value.errors] == ["Exclusive: version", "MPS: flags.migStrategy"]
 
 
 def test_selector_is_nvidia_uuids_only() -> None:
@@ -324,7 +336,9 @@ def test_validate_config_checks_each_config_of_the_real_shapes() -> None:
     from hcs_deviceplugin.pools import validate
 
     out, err = io.StringIO(), io.StringIO()
-    status = validate.main([str(FIXTURES / "rendered-older.yaml")], out, err, NO_ENV)
+    status = validate.main(
+        [str(FIXTURES / "rendered.yaml"), str(FIXTURES / "rendered-older.yaml")], out, err, NO_ENV
+    )
     assert (status, err.getvalue()) == (0, ""), out.getvalue()
     assert (
         "configmap d8-nvidia-gpu/nvidia-device-plugin-587d6d4: valid dkp-nodegroup config, "
@@ -332,4 +346,5 @@ def test_validate_config_checks_each_config_of_the_real_shapes() -> None:
         "MIG: pools: nvidia-gpu (nvidia.com/gpu, Card, 1 device entry); "
         "TimeSlicing: pools: nvidia-gpu (nvidia.com/gpu, Card x8, 1 device entry)"
     ) in out.getvalue()
-    assert out.getvalue().rstrip().endswith("1 object(s), 0 pool(s), 0 error(s)")
+    assert "MPS: pools: nvidia-gpu (nvidia.com/gpu, Card x4 mps, 1 device entry)" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("2 object(s), 0 pool(s), 0 error(s)")

@@ -27,12 +27,12 @@ from tests.pools.test_nodegroup import fixture
 NODE = "k8s-w1"
 GROUP = "worker-gpu"
 
-# What each config serves on this node: (pool, resource, unit, replicas), or the error it gives.
-EXPECTED = {
+# What each config serves on this node: (pool, resource, unit and sharing, replicas).
+EXPECTED: dict[str, tuple[str, str, str, int]] = {
     "Exclusive": ("nvidia-gpu", "nvidia.com/gpu", "Card", 1),
     "TimeSlicing": ("nvidia-gpu", "nvidia.com/gpu", "Card", 4),
     "Mig": ("nvidia-mig-1g-10gb", "nvidia.com/mig-1g.10gb", "Partition", 1),
-    "MPS": "MPS sharing is not supported yet",
+    "MPS": ("nvidia-gpu", "nvidia.com/gpu", "Card mps", 4),
 }
 
 
@@ -41,17 +41,14 @@ def labels(config: str) -> dict[str, str]:
 
 
 def served(pools: PoolSet) -> list[tuple[str, str, str, int]]:
-    return [(p.name, p.resource_name, str(p.unit), p.slices_per_unit) for p in pools.pools]
+    return [
+        (p.name, p.resource_name, f"{p.unit} {p.sharing}".strip(), p.slices_per_unit) for p in pools.pools
+    ]
 
 
 def check(config: str, pools: PoolSet, errors: Sequence[object]) -> None:
-    expected = EXPECTED[config]
-    if isinstance(expected, str):
-        assert served(pools) == []
-        assert any(expected in str(e) for e in errors), errors
-    else:
-        assert errors == []
-        assert served(pools) == [expected]
+    assert errors == []
+    assert served(pools) == [EXPECTED[config]]
 
 
 @pytest.mark.parametrize("config", sorted(EXPECTED))
