@@ -102,6 +102,7 @@ def desired_state(
     held: Mapping[str, HeldCard] | None = None,
     blocked: frozenset[str] = frozenset(),
     sharing_support: Mapping[str, frozenset[str]] | None = None,
+    shared_as: Mapping[str, str] | None = None,
 ) -> Desired:
     """Decide which pool serves which card, and the units each pool advertises.
 
@@ -112,6 +113,9 @@ def desired_state(
     wanted pool)). ``blocked`` cards go nowhere (``awaiting``): after a restart, cards whose holders
     nobody can vouch for until pod-resources answers. ``sharing_support`` maps backend name → the
     sharing modes it enforces; a card whose pool wants another mode goes nowhere (``unsupported``).
+    ``shared_as`` maps card id → the sharing mode it is served under now (``""``: none), where known: a
+    held card whose pool would share it otherwise drains too, even under the same resource and ids
+    (DKP's ``MPS`` → ``TimeSlicing`` keeps ``nvidia.com/gpu`` and its replica ids).
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
@@ -126,6 +130,7 @@ def desired_state(
     awaiting: dict[str, str] = {}
     unsupported: dict[str, str] = {}
     support = sharing_support or {}
+    modes = shared_as or {}
     for card_id, claimants in claims.items():
         target: str | None = claimants[0]
         if len(claimants) > 1:
@@ -149,7 +154,8 @@ def desired_state(
         if holder is not None:
             pool = pools_by_name[target]
             offered = {u.id for u in units_for_card(pool, cards_by_id[card_id], inventory.partitions, health)}
-            if holder.resource != pool.resource_name or not holder.unit_ids <= offered:
+            mode_changes = card_id in modes and modes[card_id] != pool.sharing
+            if holder.resource != pool.resource_name or not holder.unit_ids <= offered or mode_changes:
                 draining[card_id] = (holder.resource, target)
                 continue
         assignment[card_id] = target
@@ -199,6 +205,18 @@ def sharing_requests(
         if card_id not in requests and card_id in previous:
             requests[card_id] = previous[card_id]
     return requests
+
+
+def shared_as_now(
+    desired: Desired, held: Mapping[str, HeldCard], before: Mapping[str, str]
+) -> dict[str, str]:
+    """Card id → the sharing mode it is served under after ``desired`` (``""``: none): assigned cards
+    take their pool's, held cards not assigned (draining) keep the one they had."""
+    modes = {card: desired.pools[name].pool.sharing for card, name in desired.assignment.items()}
+    for card_id in held:
+        if card_id not in modes and card_id in before:
+            modes[card_id] = before[card_id]
+    return modes
 
 
 def units_for_card(

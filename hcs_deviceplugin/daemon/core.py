@@ -57,7 +57,14 @@ from hcs_deviceplugin.model import (
     Unit,
 )
 from hcs_deviceplugin.plugin.server import PluginServer
-from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, desired_state, sharing_requests
+from hcs_deviceplugin.reconciler import (
+    Desired,
+    DesiredPool,
+    HeldCard,
+    desired_state,
+    shared_as_now,
+    sharing_requests,
+)
 from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
 
 log = logging.getLogger(__name__)
@@ -114,6 +121,8 @@ class Daemon:
         self._sharing_support = {name: sharing_modes(b) for name, b in self._backends.items()}
         self._sharing: dict[str, SharingRequest] = {}
         self._sharing_told = False
+        self._shared_as: dict[str, str] = {}
+        """Card → the sharing mode it is served under, for cards served since this process started."""
         self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
         self.applier = ServerApplier(
             self._new_server,
@@ -400,9 +409,11 @@ class Daemon:
             held=held,
             blocked=blocked,
             sharing_support=self._sharing_support,
+            shared_as=self._shared_as,
         )
         _log_changes(self._desired, desired)
         self._desired = desired
+        self._shared_as = shared_as_now(desired, held, self._shared_as)
         self._share(sharing_requests(desired, held, self._sharing), cards)
         self.applier.submit(ApplyJob(desired, inventory, state.listed_held))
         self._store.save_holds(provisional)

@@ -15,7 +15,7 @@ from hcs_deviceplugin.model import (
     SharingRequest,
     UnitKind,
 )
-from hcs_deviceplugin.reconciler import HeldCard, desired_state, plan_changes, sharing_requests
+from hcs_deviceplugin.reconciler import HeldCard, desired_state, plan_changes, shared_as_now, sharing_requests
 
 CARDS = tuple(
     Card(id=f"GPU-{i}", backend="simulated", vendor="v", model="m", index=i, numa_node=i // 2)
@@ -187,3 +187,28 @@ def test_sharing_requests_cover_the_pools_cards_and_held_cards_shared_before() -
     assert sharing_requests(draining, held, first) == first
     released = desired_state(moved, INVENTORY, "node-1", sharing_support=support)
     assert sharing_requests(released, {}, first) == {}
+
+
+@pytest.mark.parametrize(
+    ("shared_as", "sharing", "drains"),
+    [
+        ({}, "", False),
+        ({"GPU-0": "mps"}, "mps", False),
+        ({"GPU-0": "mps"}, "", True),
+        ({"GPU-0": ""}, "mps", True),
+        ({}, "mps", False),
+    ],
+    ids=["unknown", "same-mode", "mps-to-time-slicing", "time-slicing-to-mps", "unknown-after-restart"],
+)
+def test_a_held_card_whose_sharing_mode_changes_drains_even_with_the_same_ids(
+    shared_as: dict[str, str], sharing: str, drains: bool
+) -> None:
+    poolset = PoolSet((pool("a", "GPU-0", slices_per_unit=4, sharing=sharing),))
+    held = {"GPU-0": HeldCard("gpu.deckhouse.io/a", frozenset({"GPU-0::1"}))}
+    support = {"simulated": frozenset({"mps"})}
+    desired = desired_state(
+        poolset, INVENTORY, "node-1", held=held, sharing_support=support, shared_as=shared_as
+    )
+    assert ("GPU-0" in desired.draining) is drains
+    after = shared_as_now(desired, held, shared_as)
+    assert after.get("GPU-0") == (shared_as.get("GPU-0") if drains else sharing)

@@ -233,3 +233,28 @@ def test_a_backend_without_the_sharing_mode_refuses_the_cards_as_a_config_error(
         [error] = view.config_errors
         assert f"pool m shares its cards by 'mps', which backend simulated of card {cards[0]}" in error
         assert not view.pools["m"].units
+
+
+def test_mps_to_time_slicing_under_the_same_resource_drains_while_held(node: Node) -> None:
+    """DKP's label MPS → TimeSlicing keeps nvidia.com/gpu and the replica ids: the card still drains."""
+    card, _ = node.cards
+    node.write_pools(card_pool("shared", card, slicesPerUnit=2, sharing="mps"))
+    node.start()
+    kubelet = node.kubelet
+    replicas = {f"{card}::0", f"{card}::1"}
+    kubelet.wait_for(lambda k: SHARED in k.resources() and k.resource(SHARED).healthy == replicas, WAIT, "up")
+    held = kubelet.allocate("a", "main", SHARED, 1)
+    assert "CUDA_MPS_PIPE_DIRECTORY" in held.response.envs
+    pid = node.daemon_pid(card)
+
+    node.write_pools(card_pool("shared", card, slicesPerUnit=2))
+    assert node.daemon is not None
+    node.daemon.wait_for(lambda v: card in v.draining, WAIT, "draining under the same resource")
+    assert node.daemon_pid(card) == pid and "quit" not in node.log(card)
+
+    kubelet.free_pod("a")
+    node.daemon.wait_for(lambda v: card not in v.draining and bool(v.pools["shared"].units), WAIT, "served")
+    kubelet.wait_for(lambda k: k.resource(SHARED).healthy == replicas, WAIT, "time-sliced replicas")
+    plain = kubelet.allocate("b", "main", SHARED, 1)
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in plain.response.envs
+    kubelet.wait_for(lambda k: "quit" in node.log(card), WAIT, "the daemon told to quit")
