@@ -25,6 +25,7 @@ from hcs_deviceplugin.backend import BackendConfig
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.kubeletsim.records import AllocationError
+from hcs_deviceplugin.observability.report import build_report
 from hcs_deviceplugin.plugin.server import Backoff
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
@@ -168,6 +169,10 @@ def test_mps_pool_end_to_end(node: Node) -> None:
     assert "set_default_device_pinned_mem_limit 0 1024M" in log
     assert "set_default_active_thread_percentage 50" in log
     assert node.log(other) == "", "a card outside MPS pools gets no daemon"
+
+    assert node.daemon is not None
+    [shown] = [p for p in build_report(node.daemon.view(), "node-1")["pools"] if p["name"] == "shared"]
+    assert (shown["sharing"], shown["memoryPerReplica"], shown["slicesPerUnit"]) == ("mps", 1 << 30, 2)
 
     # Two pods, distinct replicas, each an MPS client of that card.
     first = kubelet.allocate("a", "main", SHARED, 1)

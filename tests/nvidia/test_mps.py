@@ -159,3 +159,28 @@ def test_a_missing_tool_keeps_the_card_unhealthy_with_the_reason_and_retries() -
     finally:
         harness.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_new_supervisor_adopts_a_running_daemon(harness: Harness) -> None:
+    """After a restart of the plugin daemon: the control daemon that outlived it is kept and re-told."""
+    harness.supervisor.configure({CARD.id: SharingRequest(CARD.id, "mps", 4)})
+    harness.healthy()
+    pid = harness.pid()
+    harness.stop.set()
+    harness.supervisor.join(5.0)
+    again = Harness(harness.root)
+    try:
+        again.supervisor.configure({CARD.id: SharingRequest(CARD.id, "mps", 4)})
+        again.healthy()
+        assert again.pid() == pid
+        assert again.log().count("Starting control daemon") == 1
+        assert again.log().count("set_default_active_thread_percentage 25") == 2
+    finally:
+        again.stop.set()
+        again.supervisor.join(5.0)
+
+
+def test_oversubscribed_limits_are_warned_about(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    harness.supervisor.configure({CARD.id: SharingRequest(CARD.id, "mps", 4, 8 << 30)})
+    harness.healthy()
+    assert "4 replicas of 8192 MiB are more than its 16384 MiB" in caplog.text

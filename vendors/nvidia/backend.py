@@ -202,6 +202,11 @@ class NvidiaBackend:
         def pump() -> None:
             try:
                 for event in monitor.events():
+                    with self._state_lock:
+                        mps_down = self._mps_unhealthy.get(event.device_id)
+                    if event.health is Health.HEALTHY and mps_down is not None:
+                        log.info("card %s answers NVML again; still Unhealthy: %s", event.device_id, mps_down)
+                        continue  # the MPS verdict stands until the supervisor lifts it
                     sink.put(event)
             finally:
                 sink.put(None)

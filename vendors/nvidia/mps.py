@@ -296,6 +296,15 @@ class MpsSupervisor:
             log.error("MPS control daemon of card %s did not start: %s", card_id, err)
             self._on_health(card_id, f"MPS control daemon failed to start: {err}")
             return
+        card = self._cards().get(card_id)
+        if card is not None and client.memory_limit_mib * request.replicas > card.memory_bytes >> 20:
+            log.warning(
+                "card %s: %d replicas of %d MiB are more than its %d MiB: clients may run out of memory",
+                card_id,
+                request.replicas,
+                client.memory_limit_mib,
+                card.memory_bytes >> 20,
+            )
         running.healthy = True
         self._clients[card_id] = client
         log.info(
