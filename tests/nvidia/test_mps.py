@@ -184,3 +184,23 @@ def test_oversubscribed_limits_are_warned_about(harness: Harness, caplog: pytest
     harness.supervisor.configure({CARD.id: SharingRequest(CARD.id, "mps", 4, 8 << 30)})
     harness.healthy()
     assert "4 replicas of 8192 MiB are more than its 16384 MiB" in caplog.text
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_killed_daemon_makes_the_card_unhealthy_until_restarted(harness: Harness, round_: int) -> None:
+    """Repeated: a SIGKILLed daemon lingers as a zombie until reaped, which neither the supervisor nor
+    the fake may take for a live daemon."""
+    harness.supervisor.configure({CARD.id: SharingRequest(CARD.id, "mps", 4)})
+    harness.healthy()
+    old = harness.pid()
+    assert old is not None
+    count = len(harness.verdicts.seen)
+    os.kill(old, signal.SIGKILL)
+
+    def restarted(seen: list[tuple[str, str | None]]) -> bool:
+        after = [reason for _, reason in seen[count:]]
+        return "MPS control daemon exited; restarting it" in after and after[-1] is None
+
+    harness.verdicts.wait(restarted, "Unhealthy, then Healthy")
+    assert harness.pid() not in (None, old)
+    assert not [r for _, r in harness.verdicts.seen[count:] if r and "failed to start" in r]
