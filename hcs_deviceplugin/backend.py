@@ -4,6 +4,14 @@ A backend only discovers, partitions, watches health and describes what a contai
 does everything else. A backend may also define ``close()``: the daemon calls it once on shutdown,
 after the health stream has ended, to release library handles (e.g. NVML's reference count).
 
+A backend that enforces a way of sharing a card between containers (beyond time-slicing, which needs
+nothing from it) declares it in ``sharing_modes`` (a frozenset of names, e.g. ``{"mps"}``) and defines
+``configure_sharing(requests)``: the core calls it after every reconcile with every card that must be
+shared so now (:class:`~hcs_deviceplugin.model.SharingRequest` by card id: cards of such pools, and
+cards a container still holds from one). It must return at once (record, and do the work on the
+backend's own thread); a card missing from ``requests`` is no longer shared and may be torn down. A
+card's sharing machinery that fails makes the card Unhealthy through the health stream.
+
 Backends are found through the entry-point group ``hcs_deviceplugin.vendors``:
 each entry point names a factory ``create_backend(config: BackendConfig) -> Backend``. A factory that
 finds its library or sysfs missing raises :class:`BackendAbsent` with the reason, and the daemon goes
@@ -30,6 +38,7 @@ from hcs_deviceplugin.model import (
     InventoryChanged,
     LinkMatrix,
     Partition,
+    SharingRequest,
     Unit,
 )
 
@@ -79,6 +88,23 @@ class Backend(Protocol):
         calls this only for a card that no running container holds.
         """
         ...
+
+
+def sharing_modes(backend: Backend) -> frozenset[str]:
+    """The sharing modes ``backend`` enforces (none unless it declares ``sharing_modes``)."""
+    modes: frozenset[str] = frozenset(getattr(backend, "sharing_modes", frozenset()))
+    return modes
+
+
+def configure_sharing(name: str, backend: Backend, requests: Mapping[str, SharingRequest]) -> None:
+    """Hand ``requests`` to a backend that shares cards; a failure is logged, never raised."""
+    configure = getattr(backend, "configure_sharing", None)
+    if configure is None:
+        return
+    try:
+        configure(requests)
+    except Exception:
+        log.exception("backend %s failed to take the cards to share", name)
 
 
 class BackendAbsent(Exception):

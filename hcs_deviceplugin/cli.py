@@ -203,6 +203,19 @@ def _add_run_parser(
         default=DEFAULT_LABEL_SELECTOR,
         help="which ConfigMaps hold pools (default: the chart's pools ConfigMap labels, %(default)s)",
     )
+    node = run.add_argument_group("This node's labels, for the DKP NodeGroup format (a label picks a config)")
+    node.add_argument(
+        "--node-config-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of this node as the pool formats see it (repeatable); wins over the watched Node",
+    )
+    node.add_argument(
+        "--watch-node",
+        action="store_true",
+        help="watch this Node's labels through the API (with --in-cluster or --kubeconfig)",
+    )
     labels = run.add_argument_group("Node labels (optional; need --in-cluster or --kubeconfig)")
     labels.add_argument(
         "--node-labels",
@@ -404,6 +417,14 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         raise UsageError("--in-cluster and --kubeconfig: give one (the pod's account, or a kubeconfig file)")
     if args.node_labels and not (args.in_cluster or args.kubeconfig):
         raise UsageError("--node-labels needs --in-cluster or --kubeconfig")
+    if args.watch_node and not (args.in_cluster or args.kubeconfig):
+        raise UsageError("--watch-node needs --in-cluster or --kubeconfig")
+    config_labels: dict[str, str] = {}
+    for item in args.node_config_label:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--node-config-label {item!r} is not KEY=VALUE")
+        config_labels[key.strip()] = value.strip()
     if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
         raise UsageError("--kube-namespace (or POD_NAMESPACE) is needed for the API source")
     from hcs_deviceplugin.runner import ApiSettings, RunSettings
@@ -430,6 +451,8 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         api=api,
         node_labels=args.node_labels,
         gpu_type_label=args.gpu_type_label,
+        node_config_labels=config_labels,
+        watch_node=args.watch_node,
     )
 
 

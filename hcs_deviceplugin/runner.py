@@ -26,6 +26,7 @@ from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, Node
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.errors import ConfigError
+from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class RunSettings:
     node_labels: bool = False
     gpu_type_label: str = DEFAULT_GPU_TYPE_KEY
     node_labels_interval: float = 30.0
+    node_config_labels: dict[str, str] = field(default_factory=dict)
+    """``--node-config-label``: labels the pool formats see, over the watched Node's."""
+    watch_node: bool = False
 
 
 class _HealthPoke:
@@ -151,6 +155,8 @@ class Runner:
     """
 
     def __init__(self, settings: RunSettings) -> None:
+        if settings.watch_node and settings.api is None:
+            raise ValueError("watching the Node needs the Kubernetes API: give --in-cluster or --kubeconfig")
         if settings.node_labels and settings.api is None:
             raise ValueError(
                 "node labels need the Kubernetes API: give --in-cluster or --kubeconfig with --node-labels"
@@ -187,7 +193,7 @@ class Runner:
             observer=observer,
             interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
         )
-        self.aggregator = PoolAggregator(self._pools_changed)
+        self.aggregator = PoolAggregator(self._pools_changed, node=self._node_context(None))
         self._events: Any = None
         self.labeler: NodeLabeler | None = None
         if watch_directory:
@@ -202,6 +208,8 @@ class Runner:
             self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
+        if settings.watch_node:
+            self._add_node_watch()
         if settings.node_labels:
             self.labeler = NodeLabeler(
                 self._api_client,
@@ -237,6 +245,24 @@ class Runner:
             self._api_client, api.namespace, node_name=self.settings.node_name, uid_lookup=source.uid_of
         )
         self.daemon.add_source(lambda _on_change: source)
+
+    def _node_context(self, watched: NodeContext | None) -> NodeContext:
+        """The watched Node's labels (if any) with ``--node-config-label`` over them."""
+        static = self.settings.node_config_labels
+        if watched is None or watched.labels is None:
+            labels = dict(static) if static else None
+            return NodeContext(self.settings.node_name, labels, origin="--node-config-label")
+        origin = watched.origin + (" and --node-config-label" if static else "")
+        return NodeContext(self.settings.node_name, {**watched.labels, **static}, origin=origin)
+
+    def _add_node_watch(self) -> None:
+        from hcs_deviceplugin.pools.nodewatch import NodeLabelWatch
+
+        def on_node(node: NodeContext) -> None:
+            self.aggregator.set_node(self._node_context(node))
+
+        watch = NodeLabelWatch(self._api_client, self.settings.node_name, on_node)
+        self.daemon.add_source(lambda _on_change: watch)
 
     def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:
         """The aggregator's merged result: count errors, post Events, hand the pools to the daemon."""

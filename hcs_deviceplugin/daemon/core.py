@@ -27,7 +27,7 @@ from functools import partial
 from types import MappingProxyType
 
 from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.backend import Backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.daemon.applier import ApplyJob, ServerApplier
 from hcs_deviceplugin.daemon.events import Event, HeldListed, PoolsChanged, Recompute, Stop
 from hcs_deviceplugin.daemon.state import NodeState, Transition, fold, start_layouts
@@ -46,9 +46,25 @@ from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
 from hcs_deviceplugin.layouts import layout_requests
-from hcs_deviceplugin.model import Card, ContainerEdits, Health, LinkMatrix, Pool, PoolSet, Unit
+from hcs_deviceplugin.model import (
+    Card,
+    ContainerEdits,
+    Health,
+    LinkMatrix,
+    Pool,
+    PoolSet,
+    SharingRequest,
+    Unit,
+)
 from hcs_deviceplugin.plugin.server import PluginServer
-from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, desired_state
+from hcs_deviceplugin.reconciler import (
+    Desired,
+    DesiredPool,
+    HeldCard,
+    desired_state,
+    shared_as_now,
+    sharing_requests,
+)
 from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
 
 log = logging.getLogger(__name__)
@@ -104,6 +120,11 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self._sources: list[PoolSource] = []
         self._lock = PluginDirLock(config.plugin_dir)
+        self._sharing_support = {name: sharing_modes(b) for name, b in self._backends.items()}
+        self._sharing: dict[str, SharingRequest] = {}
+        self._sharing_told = False
+        self._shared_as: dict[str, str] = {}
+        """Card → the sharing mode it is served under, for cards served since this process started."""
         self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
         self.applier = ServerApplier(
             self._new_server,
@@ -218,7 +239,7 @@ class Daemon:
             draining=applied.draining,
             held=published.held,
             layout_errors=tuple(m for m in state.layout_attempts.values() if m),
-            config_errors=state.config_errors,
+            config_errors=state.config_errors + tuple(sorted(published.desired.unsupported.values())),
             absent_backends=self._absent,
             failed_backends=state.failed,
             applied_changes=self.applier.applied_changes,
@@ -273,7 +294,7 @@ class Daemon:
             by_backend.setdefault(unit.backend, []).append(unit)
         edits = ContainerEdits()
         for name, group in by_backend.items():
-            edits = edits.merged(self._backends[name].container_edits(group, pool.options))
+            edits = edits.merged(self._backends[name].container_edits(group, pool.edit_options()))
         return edits
 
     # -- inputs from other threads -------------------------------------------------------------------
@@ -401,14 +422,30 @@ class Daemon:
             previous_assignment=self._desired.assignment,
             held=held,
             blocked=blocked,
+            sharing_support=self._sharing_support,
+            shared_as=self._shared_as,
         )
         _log_changes(self._desired, desired)
         self._desired = desired
         since = self._published.draining_since
         self._draining_since = MappingProxyType({c: since.get(c, now) for c in desired.draining})
+        self._shared_as = shared_as_now(desired, held, self._shared_as)
+        self._share(sharing_requests(desired, held, self._sharing), cards)
         self.applier.submit(ApplyJob(desired, inventory, state.listed_held))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
+
+    def _share(self, requests: dict[str, SharingRequest], cards: Mapping[str, Card]) -> None:
+        """Tell each sharing backend which of its cards to share now, when that changed (the call only
+        records: see backend.py)."""
+        if requests == self._sharing and self._sharing_told:
+            return
+        self._sharing, self._sharing_told = requests, True
+        for name, backend in self._backends.items():
+            if not self._sharing_support.get(name):
+                continue
+            mine = {c: r for c, r in requests.items() if c in cards and cards[c].backend == name}
+            configure_sharing(name, backend, mine)
 
     def _publish(self, held: Mapping[str, HeldCard] | None = None, waiting_for: str | None = None) -> None:
         old = self._published
@@ -476,6 +513,9 @@ def _log_changes(before: Desired, after: Desired) -> None:
             )
     for card_id in set(before.draining) - set(after.draining):
         log.info("card %s released: draining over", card_id, extra={"card": card_id})
+    for card_id, why in after.unsupported.items():
+        if before.unsupported.get(card_id) != why:
+            log.error("card %s is not served: %s", card_id, why, extra={"card": card_id})
     for card_id, wanted in after.awaiting.items():
         if card_id not in before.awaiting:
             log.warning(

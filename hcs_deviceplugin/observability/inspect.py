@@ -109,6 +109,8 @@ def _pools(report: JSON) -> str:
         mode = _text(pool.get("mode"))
         if pool.get("slicesPerUnit", 1) > 1:
             mode += f" x{pool['slicesPerUnit']}"
+        if pool.get("sharing"):
+            mode += f" {_text(pool['sharing'])}"
         rows.append(
             [
                 _text(pool.get("name")),

@@ -34,6 +34,7 @@ Shape (every key always present; ``null`` where the node does not know)::
         "name": "team-a", "resource": "gpu.deckhouse.io/team-a",
         "mode": "Exclusive",                # Exclusive | Partition | TimeSlice
         "unit": "Card", "slicesPerUnit": 1, "profile": null,
+        "sharing": null, "memoryPerReplica": null,   # a backend-enforced mode ("mps"), bytes per replica
         "units": 2, "healthy": 2, "allocated": 1,
         "registration": {"status": "registered", "registrations": 1, "lastError": "", "openStreams": 1}
       }],
@@ -206,6 +207,8 @@ def _pool(name: str, pool_view: PoolView, held: frozenset[str]) -> JSON:
         "unit": pool.unit.value,
         "slicesPerUnit": pool.slices_per_unit,
         "profile": pool.profile,
+        "sharing": pool.sharing or None,
+        "memoryPerReplica": pool.memory_per_replica,
         "units": len(pool_view.units),
         "healthy": sum(1 for u in pool_view.units if u.health is Health.HEALTHY),
         "allocated": sum(1 for u in pool_view.units if u.id in held),

@@ -113,6 +113,8 @@ def test_pools_in_the_report(busy: Busy) -> None:
         "unit": "Card",
         "slicesPerUnit": 1,
         "profile": None,
+        "sharing": None,
+        "memoryPerReplica": None,
         "units": 2,
         "healthy": 2,
         "allocated": 1,
