@@ -68,11 +68,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- join "," $enabled }}
 {{- end }}
 
-{{/* "true" when an enabled vendor needs a privileged container, else "". */}}
+{{/*
+"true" when at least one enabled vendor needs a privileged container, else "". Printed once, however
+many vendors ask: callers compare the output with "true".
+*/}}
 {{- define "hcs-deviceplugin.privileged" -}}
+{{- $privileged := false }}
 {{- range $name, $vendor := .Values.vendors }}
-{{- if and $vendor.enabled $vendor.privileged }}true{{- end }}
+{{- if and $vendor.enabled $vendor.privileged }}
+{{- $privileged = true }}
 {{- end }}
+{{- end }}
+{{- if $privileged }}true{{ end }}
 {{- end }}
 
 {{/*
