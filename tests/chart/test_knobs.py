@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import helm_python as helm
+import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
@@ -27,6 +28,8 @@ from tests.chart.chart import (
     render_files,
     vendor_values,
 )
+from tests.chart.test_prometheusrule import PROMETHEUS_RULE_SCHEMA
+from tests.chart.test_render import SERVICE_MONITOR_SCHEMA
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OTHER_NAMESPACE = "gpu-operators"
@@ -45,6 +48,7 @@ EVERY_KNOB: Obj = merge(
         "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
         "extraVolumes": [{"name": "ca-bundle", "configMap": {"name": "ca-bundle"}}],
         "extraVolumeMounts": [{"name": "ca-bundle", "mountPath": "/etc/ssl/extra", "readOnly": True}],
+        "prometheusRule": {"enabled": True, "seriesSelector": f'namespace="{OTHER_NAMESPACE}"'},
     },
 )
 
@@ -53,10 +57,15 @@ def test_every_knob_lints_and_every_object_validates() -> None:
     report = helm.lint(CHART, EVERY_KNOB, strict=True, namespace=NAMESPACE)
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
-    for obj in render(EVERY_KNOB):
-        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
-            continue  # CRDs: their shapes are checked in test_render and test_prometheusrule
-        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+    objects = render(EVERY_KNOB)
+    assert {"ServiceMonitor", "PrometheusRule"} <= {o["kind"] for o in objects}
+    for obj in objects:
+        if obj["kind"] == "ServiceMonitor":
+            jsonschema.validate(obj, SERVICE_MONITOR_SCHEMA)
+        elif obj["kind"] == "PrometheusRule":
+            jsonschema.validate(obj, PROMETHEUS_RULE_SCHEMA)
+        else:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
 
 
 # --- namespaceOverride ---------------------------------------------------------------------------

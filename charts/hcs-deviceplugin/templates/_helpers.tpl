@@ -163,3 +163,12 @@ refuses, privileged with allowPrivilegeEscalation false, fails the render instea
 {{- end }}
 {{- toYaml $context }}
 {{- end }}
+
+{{/* An alert's labels: (list SEVERITY EXTRA) gives severity, then prometheusRule.alertLabels over it. */}}
+{{- define "hcs-deviceplugin.alertLabels" -}}
+{{- $labels := dict "severity" (index . 0) }}
+{{- range $key, $value := index . 1 }}
+{{- $_ := set $labels $key $value }}
+{{- end }}
+{{- toYaml $labels }}
+{{- end }}
