@@ -49,6 +49,7 @@ EVERY_KNOB: Obj = merge(
         "extraVolumes": [{"name": "ca-bundle", "configMap": {"name": "ca-bundle"}}],
         "extraVolumeMounts": [{"name": "ca-bundle", "mountPath": "/etc/ssl/extra", "readOnly": True}],
         "prometheusRule": {"enabled": True, "seriesSelector": f'namespace="{OTHER_NAMESPACE}"'},
+        "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.10/32"]}},
     },
 )
 
@@ -58,7 +59,7 @@ def test_every_knob_lints_and_every_object_validates() -> None:
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
     objects = render(EVERY_KNOB)
-    assert {"ServiceMonitor", "PrometheusRule"} <= {o["kind"] for o in objects}
+    assert {"ServiceMonitor", "PrometheusRule", "NetworkPolicy"} <= {o["kind"] for o in objects}
     for obj in objects:
         if obj["kind"] == "ServiceMonitor":
             jsonschema.validate(obj, SERVICE_MONITOR_SCHEMA)
