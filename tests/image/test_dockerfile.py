@@ -57,7 +57,7 @@ def test_dockerignore_keeps_the_build_inputs() -> None:
     patterns = dockerignore_patterns()
     for source in copy_sources(_stages()[0]):
         assert not any(fnmatch.fnmatch(source, p) for p in patterns), source
-    for excluded in (".git", ".venv", "tests"):
+    for excluded in (".git", ".venv", "tests", "tools"):
         assert excluded in patterns
 
 

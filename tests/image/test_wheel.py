@@ -8,6 +8,7 @@ dependencies from the package index as the image does, and runs the daemon's sim
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -34,6 +35,10 @@ PACKAGE_DATA = [
     "vendors/nvidia/fake/nvml_abi.h",
 ]
 WHEEL_SIZE_LIMIT = 1024 * 1024
+# The whole daemon and the fake kubelet: what test and bench tooling drives. The core ships them (the
+# `run` and `simulate` commands), but nothing in a vendor package may import them: a module there that
+# does is a tool (it lives in tools/, outside the wheel), not part of a backend.
+TOOLING_MODULES = ("hcs_deviceplugin.daemon", "hcs_deviceplugin.kubeletsim", "hcs_deviceplugin.runner")
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -140,6 +145,49 @@ def test_wheel_contents(wheel: Path) -> None:
     ):
         for path in ROOT.glob(pattern):
             assert path.relative_to(ROOT).as_posix() in names, path
+
+
+def tooling_imports(sources: dict[str, str]) -> list[str]:
+    """``path: module`` for every import of a tooling module in ``sources`` (path → Python text)."""
+    found: list[str] = []
+    for path, text in sources.items():
+        for node in ast.walk(ast.parse(text, filename=path)):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            found += [f"{path}: {m}" for m in modules if m.startswith(TOOLING_MODULES)]
+    return found
+
+
+def test_wheel_ships_no_test_tooling(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        vendor_sources = {
+            n: archive.read(n).decode() for n in names if n.startswith("vendors/") and n.endswith(".py")
+        }
+    assert vendor_sources
+    assert tooling_imports(vendor_sources) == []
+    assert not [n for n in names if n.rsplit("/", 1)[-1].startswith(("test_", "conftest"))]
+    assert not [n for n in names if n.startswith(("tools/", "tests/", "bench/"))]
+
+
+def test_the_tooling_check_catches_a_tool_in_a_vendor_package() -> None:
+    """The check can fail: the NVIDIA serving tool, put back under vendors/, is reported."""
+    tool = (ROOT / "tools" / "nvidia" / "serve_real.py").read_text()
+    found = tooling_imports({"vendors/nvidia/tools/serve_real.py": tool})
+    assert "vendors/nvidia/tools/serve_real.py: hcs_deviceplugin.daemon" in found
+    assert "vendors/nvidia/tools/serve_real.py: hcs_deviceplugin.kubeletsim" in found
+
+
+@pytest.mark.parametrize("script", sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tools/**/*.py")))
+def test_tools_run_from_the_checkout(script: str, tmp_path: Path) -> None:
+    """Each tool finds the repository from its own path (it is not installed), from any directory."""
+    result = _run(sys.executable, ROOT / script, "--help", cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
 
 
 def test_installed_cli_help(installed: Installed) -> None:
