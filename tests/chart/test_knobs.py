@@ -208,6 +208,10 @@ BAD_KNOBS: dict[str, dict[str, Any]] = {
     "env without a name": {"extraEnv": [{"value": "x"}]},
     "volume without a name": {"extraVolumes": [{"emptyDir": {}}]},
     "relative volume mount": {"extraVolumeMounts": [{"name": "x", "mountPath": "etc/x"}]},
+    "series selector without quotes": {"prometheusRule": {"seriesSelector": "namespace=hcs"}},
+    "series selector with braces": {"prometheusRule": {"seriesSelector": '{namespace="hcs"}'}},
+    "unknown alert disabled": {"prometheusRule": {"disabled": ["HcsGpuOnFire"]}},
+    "alert label not a string": {"prometheusRule": {"alertLabels": {"page": True}}},
 }
 
 
