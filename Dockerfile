@@ -2,7 +2,7 @@
 #
 # Two stages. "build" collects wheels: every dependency exactly as requirements.lock pins it (version
 # and sha256; all ship binary wheels for linux/amd64 and linux/arm64, so nothing is compiled), and the
-# project's own. "runtime" installs those wheels offline into a clean slim Python, the locked ones with
+# project's own, built with the tools requirements-build.lock pins. "runtime" installs those wheels offline into a clean slim Python, the locked ones with
 # --require-hashes and the project's with --no-deps, and keeps no build tools, no compilers and no
 # wheels.
 #
@@ -24,12 +24,14 @@ ARG PYTHON_IMAGE=python:3.12-slim-bookworm@sha256:782412e85d0f0984994c290652577d
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
+COPY requirements-build.lock requirements.lock pyproject.toml README.md ./
 COPY hcs_deviceplugin ./hcs_deviceplugin
 COPY vendors ./vendors
 # Each locked file is checked against its hash as it is downloaded, and again when it is installed.
-RUN python -m pip download --require-hashes --only-binary=:all: --dest /wheels -r requirements.lock \
-    && python -m pip wheel --no-deps --wheel-dir /wheels . \
+# The project's wheel is built with the locked build tools, not ones an isolated build would fetch.
+RUN python -m pip install --require-hashes -r requirements-build.lock \
+    && python -m pip download --require-hashes --only-binary=:all: --dest /wheels -r requirements.lock \
+    && python -m pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && cp requirements.lock /wheels/
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -61,7 +61,13 @@ def test_dependencies_are_exactly_the_locked_files() -> None:
     """The build stage downloads only what requirements.lock pins, hash-checked; the runtime stage
     installs those with hashes again, and the project's wheel alone, with no dependency of its own."""
     build, runtime = _stages()
-    assert "requirements.lock" in copy_sources(build)
+    assert {"requirements.lock", "requirements-build.lock"} <= set(copy_sources(build))
+    (prepare,) = [c for c in _shell(build) if "pip wheel" in c]
+    build_steps = [step.strip() for step in prepare.split("&&")]
+    tools = "python -m pip install --require-hashes -r requirements-build.lock"
+    assert build_steps[0] == tools, "the build tools are the locked ones, installed first"
+    (wheel,) = [s for s in build_steps if "pip wheel" in s]
+    assert "--no-build-isolation" in wheel, "an isolated build would fetch unpinned build tools"
     (download,) = [c for c in _shell(build) if "pip download" in c]
     assert re.search(r"pip download --require-hashes --only-binary=:all: .*-r requirements\.lock", download)
     assert "cp requirements.lock /wheels/" in download

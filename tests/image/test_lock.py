@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -14,6 +16,7 @@ from packaging.version import Version
 from tests.image.stages import ROOT, parse
 
 LOCK = ROOT / "requirements.lock"
+BUILD_LOCK = ROOT / "requirements-build.lock"
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)(?: ;.*)?$")
 HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 
@@ -49,8 +52,12 @@ def uncovered(dependencies: list[str], lock: dict[str, tuple[Version, list[str]]
     return problems
 
 
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
 def _dependencies() -> list[str]:
-    deps: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps: list[str] = _pyproject()["project"]["dependencies"]
     return deps
 
 
@@ -60,11 +67,17 @@ def test_lock_pins_every_runtime_dependency_within_its_range() -> None:
     assert canonicalize_name("hcs-deviceplugin") not in lock, "the project's own wheel is built, not locked"
 
 
-def test_lock_is_resolved_for_the_image_python() -> None:
+def test_build_lock_pins_the_build_system() -> None:
+    requires: list[str] = _pyproject()["build-system"]["requires"]
+    assert uncovered(requires, parse_lock(BUILD_LOCK.read_text())) == []
+
+
+@pytest.mark.parametrize("lock", [LOCK, BUILD_LOCK], ids=lambda p: p.name)
+def test_locks_are_resolved_for_the_image_python(lock: Path) -> None:
     base = parse()[0]["PYTHON_IMAGE"]
     match = re.match(r"python:(\d+\.\d+)-", base)
     assert match, base
-    assert f"--python-version {match[1]}" in LOCK.read_text(), "regenerate the lock for the image's Python"
+    assert f"--python-version {match[1]}" in lock.read_text(), "regenerate the lock for the image's Python"
 
 
 @pytest.mark.parametrize(

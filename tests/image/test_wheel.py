@@ -96,7 +96,8 @@ def _make_venv(path: Path) -> Installed:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``pip wheel`` of the build context, with build isolation, as in the build stage."""
+    """``pip wheel`` of the build context (the build stage uses the locked build tools; here an isolated
+    build fetches them, which makes the same pure-Python wheel)."""
     base = tmp_path_factory.mktemp("wheel")
     source = _stage_build_context(base / "src")
     out = base / "wheels"
