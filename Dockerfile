@@ -18,8 +18,9 @@
 # so explicitly (securityContext.runAsUser: 0, every capability dropped): kubelet's device-plugins
 # directory is root:root 0750, and only its owner can create the plugin sockets there.
 
-# Python 3.12 on Debian 12 (bookworm), the interpreter requirements.lock is resolved for.
-ARG PYTHON_IMAGE=python:3.12-slim-bookworm@sha256:782412e85d0f0984994c290652577d4018aff08145c85b262bb63dc0c7522254
+# Python 3.12 (3.12.14 at this digest) on Debian 12, the interpreter the locks are resolved for: the
+# multi-platform image index (linux/amd64, linux/arm64 and others) as docker-library publishes it.
+ARG PYTHON_IMAGE=python:3.12-slim-bookworm@sha256:0f5b26b9518d002b6173fd61daad821fa340635ebfec5bba471013f9ca114579
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
