@@ -4,10 +4,20 @@ A backend only discovers, partitions, watches health and describes what a contai
 does everything else. A backend may also define ``close()``: the daemon calls it once on shutdown,
 after the health stream has ended, to release library handles (e.g. NVML's reference count).
 
+A backend that enforces a way of sharing a card between containers (beyond time-slicing, which needs
+nothing from it) declares it in ``sharing_modes`` (a frozenset of names, e.g. ``{"mps"}``) and defines
+``configure_sharing(requests)``: the core calls it after every reconcile with every card that must be
+shared so now (:class:`~hcs_deviceplugin.model.SharingRequest` by card id: cards of such pools, and
+cards a container still holds from one). It must return at once (record, and do the work on the
+backend's own thread); a card missing from ``requests`` is no longer shared and may be torn down. A
+card's sharing machinery that fails makes the card Unhealthy through the health stream.
+
 Backends are found through the entry-point group ``hcs_deviceplugin.vendors``:
 each entry point names a factory ``create_backend(config: BackendConfig) -> Backend``. A factory that
 finds its library or sysfs missing raises :class:`BackendAbsent` with the reason, and the daemon goes
-on with the other backends.
+on with the other backends. A factory given an option it does not know, or a value it cannot use,
+raises :class:`BackendOptionError` before it looks for hardware: that is the operator's mistake, and
+it stops the start rather than quietly leaving the backend out.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from hcs_deviceplugin.model import (
     InventoryChanged,
     LinkMatrix,
     Partition,
+    SharingRequest,
     Unit,
 )
 
@@ -79,8 +90,34 @@ class Backend(Protocol):
         ...
 
 
+def sharing_modes(backend: Backend) -> frozenset[str]:
+    """The sharing modes ``backend`` enforces (none unless it declares ``sharing_modes``)."""
+    modes: frozenset[str] = frozenset(getattr(backend, "sharing_modes", frozenset()))
+    return modes
+
+
+def configure_sharing(name: str, backend: Backend, requests: Mapping[str, SharingRequest]) -> None:
+    """Hand ``requests`` to a backend that shares cards; a failure is logged, never raised."""
+    configure = getattr(backend, "configure_sharing", None)
+    if configure is None:
+        return
+    try:
+        configure(requests)
+    except Exception:
+        log.exception("backend %s failed to take the cards to share", name)
+
+
 class BackendAbsent(Exception):
     """The backend's library, driver or sysfs is not on this node; the message says what is missing."""
+
+
+class BackendOptionError(ValueError):
+    """A ``--backend-option`` key the backend does not know, or a value it cannot use.
+
+    Not absence: the same typo is on every node, so reporting the backend absent would leave a
+    whole cluster without it and only a log line to say why. :func:`load_backends` lets it through,
+    and ``hcs-deviceplugin run`` exits with status 2 naming the backend and the key.
+    """
 
 
 @dataclass(frozen=True)
@@ -123,13 +160,21 @@ class LoadedBackends:
 
 
 def load_backends(names: Sequence[str], config_for: Callable[[str], BackendConfig]) -> LoadedBackends:
-    """Create each named backend; one that is absent or fails to start is reported, not fatal."""
+    """Create each named backend; one that is absent or fails to start is reported, not fatal.
+
+    A :class:`BackendOptionError` is fatal: it propagates, after the backends already created are
+    closed, so that the caller can refuse to start.
+    """
     running: dict[str, Backend] = {}
     absent: dict[str, str] = {}
     for name in names:
         try:
             factory = load_factory(name)
             running[name] = factory(config_for(name))
+        except BackendOptionError:
+            for created_name, created in running.items():
+                _close(created_name, created)
+            raise
         except BackendAbsent as exc:
             absent[name] = str(exc)
             log.warning("backend %s absent: %s", name, exc)
@@ -137,3 +182,14 @@ def load_backends(names: Sequence[str], config_for: Callable[[str], BackendConfi
             absent[name] = f"failed to start: {exc!r}"
             log.exception("backend %s failed to start", name)
     return LoadedBackends(running=running, absent=absent)
+
+
+def _close(name: str, backend: Backend) -> None:
+    """Release a backend created before the start was refused (its optional ``close()``)."""
+    close = getattr(backend, "close", None)
+    if not callable(close):
+        return
+    try:
+        close()
+    except Exception:
+        log.exception("backend %s failed to close", name)

@@ -179,8 +179,15 @@ class Pool:
     (fill one card before the next); the allocator reads it.
     ``source`` says where it was read from (file or ConfigMap) so errors and reports can point at it.
     ``options`` carries format-specific knobs that a backend may honour (e.g. device list strategy);
-    the core passes them through untouched. ``device_delivery`` is the core's own choice of how
-    Allocate hands the devices over (:class:`DeviceDelivery`).
+    the core passes them through untouched.
+    ``sharing`` names a way of sharing each unit's replicas that the backend enforces (``mps``); empty
+    means time-slicing (or exclusive at one replica), which needs nothing from the backend. The core
+    does not interpret the name: it asks the backend of each card (:class:`SharingRequest`), refuses
+    cards whose backend does not offer it, and gives a container one replica at most.
+    ``memory_per_replica`` (bytes) is the share of card memory each replica may pin, for a sharing
+    mode that enforces one; ``None``: the card's memory divided by the replicas.
+    ``device_delivery`` is the core's own choice of how Allocate hands the devices over
+    (:class:`DeviceDelivery`).
     """
 
     name: str
@@ -194,6 +201,8 @@ class Pool:
     replica_placement: str = "spread"
     options: Mapping[str, str] = field(default_factory=lambda: _frozen_map(None))
     device_delivery: DeviceDelivery = DeviceDelivery.DEVICE_SPECS
+    sharing: str = ""
+    memory_per_replica: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", _frozen_map(self.options))
@@ -202,9 +211,32 @@ class Pool:
     def time_sliced(self) -> bool:
         return self.slices_per_unit > 1
 
-    def serving_key(self) -> tuple[str, UnitKind, int, str | None]:
+    def serving_key(self) -> tuple[str, UnitKind, int, str | None, str]:
         """What, when changed, needs a new gRPC server (not only a new ListAndWatch message)."""
-        return (self.resource_name, self.unit, self.slices_per_unit, self.profile)
+        return (self.resource_name, self.unit, self.slices_per_unit, self.profile, self.sharing)
+
+    def edit_options(self) -> Mapping[str, str]:
+        """The options a backend's ``container_edits`` gets: :attr:`options`, plus ``sharing`` when the
+        pool shares by a backend-enforced mode (the key is reserved for it)."""
+        if not self.sharing:
+            return self.options
+        return {**self.options, SHARING_OPTION: self.sharing}
+
+
+SHARING_OPTION = "sharing"
+"""The edit option that tells a backend its units are shared by :attr:`Pool.sharing`."""
+
+
+@dataclass(frozen=True)
+class SharingRequest:
+    """What the core asks of a backend for one card of a pool with :attr:`Pool.sharing`: run ``mode``
+    for ``replicas`` clients, each limited to ``memory_per_replica`` bytes (``None``: card memory /
+    replicas)."""
+
+    card_id: str
+    mode: str
+    replicas: int
+    memory_per_replica: int | None = None
 
 
 @dataclass(frozen=True)

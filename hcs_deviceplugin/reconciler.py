@@ -7,7 +7,9 @@ the invariants be tested in tables and properties without sockets:
   nowhere if it was nowhere, and the conflict is reported);
 * a card that a running container holds is not advertised under any other resource, nor as units
   other than the ones held (exclusive → time-sliced, say), until it is released ("draining");
-* a change touches only the pools it changes (see :func:`plan_changes`).
+* a change touches only the pools it changes (see :func:`plan_changes`);
+* a card goes to a pool with a ``sharing`` mode only if its backend enforces that mode
+  (``unsupported``), and the cards to share are handed to backends as :func:`sharing_requests`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hcs_deviceplugin.model import (
     Partition,
     Pool,
     PoolSet,
+    SharingRequest,
     Unit,
     UnitKind,
     replica_unit_id,
@@ -57,6 +60,9 @@ class Desired:
     draining: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     awaiting: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """card id → the pool that wants it, for cards held back until pod-resources says what is held."""
+    unsupported: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """card id → why the pool that wants it cannot have it: its backend does not offer the pool's
+    sharing mode."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ def desired_state(
     previous_assignment: Mapping[str, str] | None = None,
     held: Mapping[str, HeldCard] | None = None,
     blocked: frozenset[str] = frozenset(),
+    sharing_support: Mapping[str, frozenset[str]] | None = None,
+    shared_as: Mapping[str, str] | None = None,
 ) -> Desired:
     """Decide which pool serves which card, and the units each pool advertises.
 
@@ -103,7 +111,11 @@ def desired_state(
     running container holds of it; such a card goes only to a pool that would advertise it under the
     same resource with the held unit ids, otherwise it drains (``draining``: card → (held resource,
     wanted pool)). ``blocked`` cards go nowhere (``awaiting``): after a restart, cards whose holders
-    nobody can vouch for until pod-resources answers.
+    nobody can vouch for until pod-resources answers. ``sharing_support`` maps backend name → the
+    sharing modes it enforces; a card whose pool wants another mode goes nowhere (``unsupported``).
+    ``shared_as`` maps card id → the sharing mode it is served under now (``""``: none), where known: a
+    held card whose pool would share it otherwise drains too, even under the same resource and ids
+    (DKP's ``MPS`` → ``TimeSlicing`` keeps ``nvidia.com/gpu`` and its replica ids).
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
@@ -116,6 +128,9 @@ def desired_state(
     conflicts: dict[str, tuple[str, ...]] = {}
     draining: dict[str, tuple[str, str]] = {}
     awaiting: dict[str, str] = {}
+    unsupported: dict[str, str] = {}
+    support = sharing_support or {}
+    modes = shared_as or {}
     for card_id, claimants in claims.items():
         target: str | None = claimants[0]
         if len(claimants) > 1:
@@ -124,6 +139,14 @@ def desired_state(
             target = before if before in claimants else None
         if target is None:
             continue
+        wanted = pools_by_name[target]
+        backend = cards_by_id[card_id].backend
+        if wanted.sharing and wanted.sharing not in support.get(backend, frozenset()):
+            unsupported[card_id] = (
+                f"pool {target} shares its cards by {wanted.sharing!r}, which backend {backend} of card "
+                f"{card_id} does not offer"
+            )
+            continue
         if card_id in blocked:
             awaiting[card_id] = target
             continue
@@ -131,7 +154,8 @@ def desired_state(
         if holder is not None:
             pool = pools_by_name[target]
             offered = {u.id for u in units_for_card(pool, cards_by_id[card_id], inventory.partitions, health)}
-            if holder.resource != pool.resource_name or not holder.unit_ids <= offered:
+            mode_changes = card_id in modes and modes[card_id] != pool.sharing
+            if holder.resource != pool.resource_name or not holder.unit_ids <= offered or mode_changes:
                 draining[card_id] = (holder.resource, target)
                 continue
         assignment[card_id] = target
@@ -160,7 +184,39 @@ def desired_state(
         conflicts=MappingProxyType(conflicts),
         draining=MappingProxyType(draining),
         awaiting=MappingProxyType(awaiting),
+        unsupported=MappingProxyType(unsupported),
     )
+
+
+def sharing_requests(
+    desired: Desired, held: Mapping[str, HeldCard], previous: Mapping[str, SharingRequest]
+) -> dict[str, SharingRequest]:
+    """Card id → how its backend must share it now: the cards of pools with a ``sharing`` mode, plus
+    cards shared before that a running container still holds (they drain under the old mode: tearing
+    it down would break the holder)."""
+    requests: dict[str, SharingRequest] = {}
+    for card_id, pool_name in desired.assignment.items():
+        pool = desired.pools[pool_name].pool
+        if pool.sharing:
+            requests[card_id] = SharingRequest(
+                card_id, pool.sharing, pool.slices_per_unit, pool.memory_per_replica
+            )
+    for card_id in held:
+        if card_id not in requests and card_id in previous:
+            requests[card_id] = previous[card_id]
+    return requests
+
+
+def shared_as_now(
+    desired: Desired, held: Mapping[str, HeldCard], before: Mapping[str, str]
+) -> dict[str, str]:
+    """Card id → the sharing mode it is served under after ``desired`` (``""``: none): assigned cards
+    take their pool's, held cards not assigned (draining) keep the one they had."""
+    modes = {card: desired.pools[name].pool.sharing for card, name in desired.assignment.items()}
+    for card_id in held:
+        if card_id not in modes and card_id in before:
+            modes[card_id] = before[card_id]
+    return modes
 
 
 def units_for_card(

@@ -16,19 +16,29 @@ from pathlib import Path
 from typing import Any
 
 from hcs_deviceplugin import __version__
-from hcs_deviceplugin.backend import BackendConfig, LoadedBackends, load_backends
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.backend import BackendConfig, BackendOptionError, LoadedBackends, load_backends
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig, close_backend
 from hcs_deviceplugin.model import PoolSet
-from hcs_deviceplugin.observability.http import ObservabilityServer
+from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.errors import ConfigError
+from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 log = logging.getLogger(__name__)
+
+
+class StartError(Exception):
+    """The daemon cannot start as configured: the message is one line naming the setting at fault.
+
+    Raised for what the operator must fix (a kubeconfig that cannot be loaded, a port in use, a
+    misspelt backend option, a missing pools directory) before anything is served; ``run`` prints
+    it and exits with status 2.
+    """
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,14 @@ class RunSettings:
     backend_options: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
+    report_access: ReportAccess = "local"
     api: ApiSettings | None = None
     node_labels: bool = False
     gpu_type_label: str = DEFAULT_GPU_TYPE_KEY
     node_labels_interval: float = 30.0
+    node_config_labels: dict[str, str] = field(default_factory=dict)
+    """``--node-config-label``: labels the pool formats see, over the watched Node's."""
+    watch_node: bool = False
 
 
 class _HealthPoke:
@@ -81,20 +95,69 @@ class _HealthPoke:
 
 
 def kubernetes_client(api: ApiSettings) -> Any:
-    """An ApiClient from the in-cluster service account or a kubeconfig file."""
+    """An ApiClient from the in-cluster service account or a kubeconfig file.
+
+    :class:`StartError` when neither can be loaded: outside a pod there is no service account, and
+    a kubeconfig is the operator's file, so anything its loader refuses is the operator's to fix.
+    """
     import kubernetes
 
     if api.in_cluster:
-        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        try:
+            kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException as exc:
+            reason = _one_line(exc)
+            raise StartError(
+                f"--in-cluster: no service account to load ({reason}); outside a pod, give --kubeconfig"
+            ) from None
         return kubernetes.client.ApiClient()
+    if api.kubeconfig is not None and not api.kubeconfig.is_file():
+        problem = "not a file" if api.kubeconfig.exists() else "no such file"
+        raise StartError(f"--kubeconfig {api.kubeconfig}: {problem}")
     kubeconfig = str(api.kubeconfig) if api.kubeconfig else None
-    return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    try:
+        return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    except Exception as exc:  # the loader raises ConfigException, YAML, OS and type errors alike
+        raise StartError(f"--kubeconfig {kubeconfig}: cannot load it: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def read_pools_directory(settings: RunSettings) -> bool:
+    """Whether to watch ``--pools-dir``; :class:`StartError` when it is needed and missing.
+
+    A missing directory is never created: a mistyped path would otherwise be watched forever, empty,
+    while the daemon serves nothing. The chart always mounts it (an empty ConfigMap volume is still
+    a directory), so missing means mistyped, unless pools come through the API, which needs no
+    mount: then the daemon goes on without it, and says so.
+    """
+    path = settings.pools_dir
+    if path.is_dir():
+        return True
+    if path.exists():
+        raise StartError(f"--pools-dir {path}: not a directory")
+    if settings.api is None:
+        raise StartError(
+            f"--pools-dir {path}: no such directory (mount the pools ConfigMap there, "
+            "or watch pool ConfigMaps through the API with --in-cluster or --kubeconfig)"
+        )
+    log.warning("pools directory %s does not exist: pools come from the Kubernetes API only", path)
+    return False
 
 
 class Runner:
-    """The running daemon and everything around it; ``start`` then ``stop``."""
+    """The running daemon and everything around it; ``start`` then ``stop``.
+
+    What the operator can get wrong is checked first and cheapest first (the pools directory, the
+    Kubernetes client, backend options, then the metrics port in :meth:`start`), each as a
+    :class:`StartError`, before anything is served.
+    """
 
     def __init__(self, settings: RunSettings) -> None:
+        if settings.watch_node and settings.api is None:
+            raise ValueError("watching the Node needs the Kubernetes API: give --in-cluster or --kubeconfig")
         if settings.node_labels and settings.api is None:
             raise ValueError(
                 "node labels need the Kubernetes API: give --in-cluster or --kubeconfig with --node-labels"
@@ -102,16 +165,21 @@ class Runner:
         self.settings = settings
         self.stop_event = threading.Event()
         self._started = time.monotonic()
-        self.metrics = Metrics()
+        watch_directory = read_pools_directory(settings)
+        self._api_client: Any = kubernetes_client(settings.api) if settings.api is not None else None
+        self.metrics = Metrics(config_sources=("file", "api") if settings.api is not None else ("file",))
         observer = _HealthPoke(self.metrics)
-        self.backends: LoadedBackends = load_backends(
-            list(settings.vendors),
-            lambda name: BackendConfig(
-                host_root=settings.host_root,
-                options=settings.backend_options.get(name, {}),
-                stop=self.stop_event,
-            ),
-        )
+        try:
+            self.backends: LoadedBackends = load_backends(
+                list(settings.vendors),
+                lambda name: BackendConfig(
+                    host_root=settings.host_root,
+                    options=settings.backend_options.get(name, {}),
+                    stop=self.stop_event,
+                ),
+            )
+        except BackendOptionError as exc:
+            raise StartError(f"--backend-option: {_one_line(exc)}") from None
         self.daemon = Daemon(
             DaemonConfig(
                 plugin_dir=settings.plugin_dir,
@@ -128,16 +196,23 @@ class Runner:
             observer=observer,
             interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
         )
-        self.aggregator = PoolAggregator(self._pools_changed)
-        self._api_client: Any = None
+        self.aggregator = PoolAggregator(self._pools_changed, node=self._node_context(None))
         self._events: Any = None
         self.labeler: NodeLabeler | None = None
-        # The same ConfigMap mounted and watched must be one object: give files the API namespace.
-        namespace = settings.api.namespace if settings.api is not None else ""
-        directory = DirectoryPoolSource(settings.pools_dir, aggregator=self.aggregator, namespace=namespace)
-        self.daemon.add_source(lambda _on_change: directory)
+        if watch_directory:
+            # The same ConfigMap mounted and watched must be one object: give files the API namespace.
+            namespace = settings.api.namespace if settings.api is not None else ""
+            directory = DirectoryPoolSource(
+                settings.pools_dir,
+                aggregator=self.aggregator,
+                namespace=namespace,
+                on_reload=lambda: self.metrics.config_reload("file"),
+            )
+            self.daemon.add_source(lambda _on_change: directory)
         if settings.api is not None:
             self._add_api_source(settings.api)
+        if settings.watch_node:
+            self._add_node_watch()
         if settings.node_labels:
             self.labeler = NodeLabeler(
                 self._api_client,
@@ -153,16 +228,19 @@ class Runner:
             host=settings.metrics_address,
             port=settings.metrics_port,
             links=self.daemon.links,
+            report_access=settings.report_access,
         )
 
     def _add_api_source(self, api: ApiSettings) -> None:
         from hcs_deviceplugin.pools.apisource import ApiConfigMapSource
         from hcs_deviceplugin.pools.events import EventRecorder
 
-        self._api_client = kubernetes_client(api)
+        delivered = threading.Event()
 
         def on_objects(objects: list[ConfigMapObject]) -> None:
-            self.metrics.config_reload("api")
+            if delivered.is_set():  # the first list is the load; every later delivery a reload
+                self.metrics.config_reload("api")
+            delivered.set()
             self.aggregator.update("api", objects)
 
         source = ApiConfigMapSource(self._api_client, api.namespace, api.label_selector, on_objects)
@@ -171,9 +249,28 @@ class Runner:
         )
         self.daemon.add_source(lambda _on_change: source)
 
+    def _node_context(self, watched: NodeContext | None) -> NodeContext:
+        """The watched Node's labels (if any) with ``--node-config-label`` over them."""
+        static = self.settings.node_config_labels
+        if watched is None or watched.labels is None:
+            labels = dict(static) if static else None
+            return NodeContext(self.settings.node_name, labels, origin="--node-config-label")
+        origin = watched.origin + (" and --node-config-label" if static else "")
+        return NodeContext(self.settings.node_name, {**watched.labels, **static}, origin=origin)
+
+    def _add_node_watch(self) -> None:
+        from hcs_deviceplugin.pools.nodewatch import NodeLabelWatch
+
+        def on_node(node: NodeContext) -> None:
+            self.aggregator.set_node(self._node_context(node))
+
+        watch = NodeLabelWatch(self._api_client, self.settings.node_name, on_node)
+        self.daemon.add_source(lambda _on_change: watch)
+
     def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:
         """The aggregator's merged result: count errors, post Events, hand the pools to the daemon."""
         by_object = self.aggregator.errors_by_object()
+        self.metrics.config_objects_seen(self.aggregator.known_objects())
         self.metrics.config_errors_changed(by_object)
         if self._events is not None:
             for (source, label), found in by_object.items():
@@ -185,26 +282,56 @@ class Runner:
         self.daemon.set_pools(poolset, errors)
 
     def start(self) -> None:
-        """Probes first (they say why nothing is served yet), then the daemon, then the labeler."""
+        """Probes first (they say why nothing is served yet), then the daemon, then the labeler.
+
+        :class:`StartError` when the metrics address cannot be bound (the port is in use, the
+        address is not this host's); the backends are closed and nothing else was started.
+        """
         self._started = time.monotonic()
-        self.http.start()
+        try:
+            self.http.start()
+        except OSError as exc:
+            for name, backend in self.backends.running.items():
+                close_backend(name, backend)
+            where = f"{self.settings.metrics_address}:{self.settings.metrics_port}"
+            raise StartError(
+                f"--metrics-address/--metrics-port {where}: cannot listen: {exc.strerror or _one_line(exc)}"
+            ) from None
         self.daemon.start(cancel=self.stop_event)
         if self.stop_event.is_set():
             return
         if self.labeler is not None:
             self.labeler.start()  # after discovery, so its first round labels what the node has
         view = self.daemon.view()
+        started_ms = round((time.monotonic() - self._started) * 1000)
+        running, absent, pools = (
+            sorted(self.backends.running),
+            sorted(self.backends.absent),
+            sorted(view.pools),
+        )
         log.info(
-            "hcs-deviceplugin %s started in %.0f ms: backends %s running, %s absent; pools %s; "
+            "hcs-deviceplugin %s started in %d ms: backends %s running, %s absent; pools %s; "
             "plugin dir %s; metrics on %s:%d",
             __version__,
-            (time.monotonic() - self._started) * 1000,
-            sorted(self.backends.running) or "none",
-            sorted(self.backends.absent) or "none",
-            sorted(view.pools) or "none",
+            started_ms,
+            running or "none",
+            absent or "none",
+            pools or "none",
             self.settings.plugin_dir,
             self.settings.metrics_address,
             self.http.port,
+            extra={
+                "event": "start",
+                "version": __version__,
+                "vendors": running,
+                "absent_vendors": absent,
+                "pools": pools,
+                "plugin_dir": str(self.settings.plugin_dir),
+                "metrics_address": self.settings.metrics_address,
+                "metrics_port": self.http.port,
+                "report_access": self.settings.report_access,
+                "duration_ms": started_ms,
+            },
         )
 
     def stop(self, why: str = "stop requested") -> None:
@@ -219,4 +346,10 @@ class Runner:
         http.join(5.0)
         if self._events is not None:
             self._events.close(2.0)
-        log.info("hcs-deviceplugin stopped (%s) in %.0f ms", why, (time.monotonic() - began) * 1000)
+        took_ms = round((time.monotonic() - began) * 1000)
+        log.info(
+            "hcs-deviceplugin stopped (%s) in %d ms",
+            why,
+            took_ms,
+            extra={"event": "stop", "version": __version__, "reason": why, "duration_ms": took_ms},
+        )

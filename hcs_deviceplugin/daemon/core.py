@@ -27,7 +27,7 @@ from functools import partial
 from types import MappingProxyType
 
 from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.backend import Backend
+from hcs_deviceplugin.backend import Backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.cdi.delivery import deliver
 from hcs_deviceplugin.cdi.names import unit_names
 from hcs_deviceplugin.cdi.publisher import CdiPublisher, kinds_of
@@ -44,14 +44,30 @@ from hcs_deviceplugin.daemon.types import (
     PoolSourceFactory,
     PoolView,
 )
-from hcs_deviceplugin.holds import HoldBook, held_cards
+from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
 from hcs_deviceplugin.layouts import layout_requests
-from hcs_deviceplugin.model import Card, ContainerEdits, Health, LinkMatrix, Pool, PoolSet, Unit
+from hcs_deviceplugin.model import (
+    Card,
+    ContainerEdits,
+    Health,
+    LinkMatrix,
+    Pool,
+    PoolSet,
+    SharingRequest,
+    Unit,
+)
 from hcs_deviceplugin.plugin.server import PluginServer
-from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, desired_state
+from hcs_deviceplugin.reconciler import (
+    Desired,
+    DesiredPool,
+    HeldCard,
+    desired_state,
+    shared_as_now,
+    sharing_requests,
+)
 from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
 
 log = logging.getLogger(__name__)
@@ -71,6 +87,7 @@ class _Published:
     desired: Desired = field(default_factory=Desired)
     held: Mapping[str, HeldCard] = field(default_factory=lambda: MappingProxyType({}))
     waiting_for: str = "starting"
+    draining_since: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class Daemon:
@@ -100,6 +117,7 @@ class Daemon:
         self._holds_seen = -1
         self._store = RestartStateStore(config.state_dir)
         self._records: Mapping[str, HeldCard] = {}
+        self._draining_since: Mapping[str, float] = MappingProxyType({})
         self._stop = threading.Event()
         self._first_apply = threading.Event()
         self._first_listing = threading.Event()
@@ -107,6 +125,11 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self._sources: list[PoolSource] = []
         self._lock = PluginDirLock(config.plugin_dir)
+        self._sharing_support = {name: sharing_modes(b) for name, b in self._backends.items()}
+        self._sharing: dict[str, SharingRequest] = {}
+        self._sharing_told = False
+        self._shared_as: dict[str, str] = {}
+        """Card → the sharing mode it is served under, for cards served since this process started."""
         self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
         self._cdi_kinds = kinds_of(self._backends)
         self.cdi = (
@@ -217,9 +240,10 @@ class Daemon:
         for name, server in self.applier.servers.items():
             snapshot = server.state.snapshot
             pools[name] = PoolView(snapshot.pool, snapshot.units, server.status())
-        cards = tuple(
-            _with_health(card, state.health) for card in sorted(state.inventory().cards, key=_card_id)
-        )
+        inventory = state.inventory()
+        cards = tuple(_with_health(card, state.health) for card in sorted(inventory.cards, key=_card_id))
+        ours = {c.id for c in inventory.cards} | {p.id for p in inventory.partitions}
+        listed = self._poller.allocations if self._poller is not None else ()
         return DaemonView(
             cards=cards,
             pools=MappingProxyType(pools),
@@ -227,7 +251,7 @@ class Daemon:
             draining=applied.draining,
             held=published.held,
             layout_errors=tuple(m for m in state.layout_attempts.values() if m),
-            config_errors=state.config_errors,
+            config_errors=state.config_errors + tuple(sorted(published.desired.unsupported.values())),
             absent_backends=self._absent,
             failed_backends=state.failed,
             applied_changes=self.applier.applied_changes,
@@ -237,6 +261,11 @@ class Daemon:
             wanted_pools=tuple(sorted(published.desired.pools)),
             cdi_dir=str(self.config.cdi_dir or ""),
             cdi_error=self.cdi.last_error if self.cdi is not None else "",
+            allocations=tuple(a for a in listed if hardware_id_of(a.device) in ours),
+            draining_since=MappingProxyType(
+                {c: published.draining_since[c] for c in applied.draining if c in published.draining_since}
+            ),
+            running_backends=tuple(sorted(self._backends)),
         )
 
     def wait_for(self, predicate: Callable[[DaemonView], bool], timeout: float, what: str = "") -> DaemonView:
@@ -280,7 +309,7 @@ class Daemon:
             by_backend.setdefault(unit.backend, []).append(unit)
         edits = ContainerEdits()
         for name, group in by_backend.items():
-            edits = edits.merged(self._backends[name].container_edits(group, pool.options))
+            edits = edits.merged(self._backends[name].container_edits(group, pool.edit_options()))
         names: tuple[str, ...] = ()
         if pool.device_delivery.uses_cdi:
             if self.cdi is None:
@@ -381,6 +410,12 @@ class Daemon:
             transition.device_id,
             transition.health.value,
             transition.reason,
+            extra={
+                "backend": transition.backend,
+                "card": transition.device_id,
+                "health": transition.health.value,
+                "reason": transition.reason,
+            },
         )
 
     def _recompute(self) -> None:
@@ -410,12 +445,30 @@ class Daemon:
             previous_assignment=self._desired.assignment,
             held=held,
             blocked=blocked,
+            sharing_support=self._sharing_support,
+            shared_as=self._shared_as,
         )
         _log_changes(self._desired, desired)
         self._desired = desired
+        since = self._published.draining_since
+        self._draining_since = MappingProxyType({c: since.get(c, now) for c in desired.draining})
+        self._shared_as = shared_as_now(desired, held, self._shared_as)
+        self._share(sharing_requests(desired, held, self._sharing), cards)
         self.applier.submit(ApplyJob(desired, inventory, state.listed_held, frozenset(state.inventories)))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
+
+    def _share(self, requests: dict[str, SharingRequest], cards: Mapping[str, Card]) -> None:
+        """Tell each sharing backend which of its cards to share now, when that changed (the call only
+        records: see backend.py)."""
+        if requests == self._sharing and self._sharing_told:
+            return
+        self._sharing, self._sharing_told = requests, True
+        for name, backend in self._backends.items():
+            if not self._sharing_support.get(name):
+                continue
+            mine = {c: r for c, r in requests.items() if c in cards and cards[c].backend == name}
+            configure_sharing(name, backend, mine)
 
     def _publish(self, held: Mapping[str, HeldCard] | None = None, waiting_for: str | None = None) -> None:
         old = self._published
@@ -424,6 +477,7 @@ class Daemon:
             self._desired,
             MappingProxyType(dict(held)) if held is not None else old.held,
             old.waiting_for if waiting_for is None else waiting_for,
+            self._draining_since,
         )
         self._notify()
 
@@ -481,18 +535,33 @@ def _log_changes(before: Desired, after: Desired) -> None:
     for card_id, claimants in after.conflicts.items():
         if card_id not in before.conflicts:
             log.error(
-                "card %s is claimed by pools %s: neither new claimant gets it", card_id, list(claimants)
+                "card %s is claimed by pools %s: neither new claimant gets it",
+                card_id,
+                list(claimants),
+                extra={"card": card_id, "pools": list(claimants)},
             )
     for card_id, (holder, wanted) in after.draining.items():
         if before.draining.get(card_id) != (holder, wanted):
             log.warning(
-                "card %s draining: held under %s, goes to pool %s once released", card_id, holder, wanted
+                "card %s draining: held under %s, goes to pool %s once released",
+                card_id,
+                holder,
+                wanted,
+                extra={"card": card_id, "resource": holder, "pool": wanted},
             )
     for card_id in set(before.draining) - set(after.draining):
-        log.info("card %s released: draining over", card_id)
+        log.info("card %s released: draining over", card_id, extra={"card": card_id})
+    for card_id, why in after.unsupported.items():
+        if before.unsupported.get(card_id) != why:
+            log.error("card %s is not served: %s", card_id, why, extra={"card": card_id})
     for card_id, wanted in after.awaiting.items():
         if card_id not in before.awaiting:
-            log.warning("card %s waits for pod-resources before pool %s may advertise it", card_id, wanted)
+            log.warning(
+                "card %s waits for pod-resources before pool %s may advertise it",
+                card_id,
+                wanted,
+                extra={"card": card_id, "pool": wanted},
+            )
 
 
 def _run_side_by_side(calls: Sequence[Callable[[], None]], timeout: float) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
 from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
 from hcs_deviceplugin.reconciler import HeldCard
@@ -102,6 +103,13 @@ class DaemonView:
     """Where the daemon writes its CDI specs; "" when it writes none."""
     cdi_error: str = ""
     """Why the last CDI spec write failed, or ""."""
+    allocations: tuple[DeviceAllocation, ...] = ()
+    """Who holds which of this node's units (namespace, pod, container), as pod-resources last listed
+    them; just-allocated units appear once kubelet lists them."""
+    draining_since: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    """Draining card id → ``time.monotonic()`` when the daemon first saw it draining."""
+    running_backends: tuple[str, ...] = ()
+    """Backends created at start (failed ones too: they are retried); none means nothing can be served."""
 
     def all_registered(self) -> bool:
         return all(p.server.status is RegistrationStatus.REGISTERED for p in self.pools.values())

@@ -1,14 +1,20 @@
-"""Which device ids running containers hold, from kubelet's pod-resources API (``v1.List``).
+"""Which device ids running containers hold, and which pod and container holds each, from kubelet's
+pod-resources API (``v1.List``).
 
 This is the only trustworthy source of "in use": kubelet does not call Allocate again for running
 pods after it restarts, so counting Allocate calls would forget holders (KUBELET.md §3). The API is
 eventually consistent and rate limited (100 QPS), so the daemon polls it at a bounded interval and
 once right after each Allocate, never in a tight loop.
+
+The same answer also says *who* holds each device (namespace, pod, container). Allocate never learns
+that (kubelet sends only device ids), so this is the one place it can come from; the daemon keeps it
+for ``hcs_device_allocation_info``, ``/report`` and ``inspect``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -27,8 +33,39 @@ class PodResourcesUnavailable(RuntimeError):
 HeldDevices = Mapping[str, frozenset[str]]
 
 
-def list_held_devices(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> dict[str, frozenset[str]]:
-    """resource name → device ids held by any container of any pod kubelet reports."""
+@dataclass(frozen=True, order=True)
+class DeviceAllocation:
+    """One device id that one container holds under one resource, as kubelet lists it."""
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device: str
+
+
+def allocations_of(response: pr.ListPodResourcesResponse) -> tuple[DeviceAllocation, ...]:
+    """Every (pod, container, resource, device) of a List answer, sorted, each once."""
+    found = {
+        DeviceAllocation(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
+        for pod in response.pod_resources
+        for container in pod.containers
+        for devices in container.devices
+        for device_id in devices.device_ids
+    }
+    return tuple(sorted(found))
+
+
+def held_devices(allocations: Iterable[DeviceAllocation]) -> dict[str, frozenset[str]]:
+    """resource name → device ids held by any container: what the daemon's holds are built from."""
+    held: dict[str, set[str]] = {}
+    for allocation in allocations:
+        held.setdefault(allocation.resource, set()).add(allocation.device)
+    return {name: frozenset(ids) for name, ids in held.items()}
+
+
+def list_allocations(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> tuple[DeviceAllocation, ...]:
+    """Ask kubelet's List for every device any container of any pod holds, with its holder."""
     if not socket_path.exists():
         raise PodResourcesUnavailable(f"{socket_path} does not exist")
     with grpc.insecure_channel(f"unix:{socket_path}") as channel:
@@ -39,9 +76,9 @@ def list_held_devices(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> d
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             raise PodResourcesUnavailable(f"pod-resources List failed: {code}: {exc}") from exc
-    held: dict[str, set[str]] = {}
-    for pod in response.pod_resources:
-        for container in pod.containers:
-            for devices in container.devices:
-                held.setdefault(devices.resource_name, set()).update(devices.device_ids)
-    return {name: frozenset(ids) for name, ids in held.items()}
+    return allocations_of(response)
+
+
+def list_held_devices(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> dict[str, frozenset[str]]:
+    """resource name → device ids held by any container of any pod kubelet reports."""
+    return held_devices(list_allocations(socket_path, deadline))

@@ -3,7 +3,8 @@
 Each Allocate asks for a read (the new holder should be confirmed soon), but kubelet rate-limits the
 API (100 QPS for all clients), so requests only wake the poller: however many arrive, reads start at
 most ``1 / min_gap`` times a second, and at least every ``interval`` seconds. Results go to
-``on_listed`` with the time the read started, which is what settling provisional holds needs.
+``on_listed`` with the time the read started, which is what settling provisional holds needs; who
+holds each device (namespace, pod, container) is kept as :attr:`PodResourcesPoller.allocations`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hcs_deviceplugin.kubelet.podresources import PodResourcesUnavailable, list_held_devices
+from hcs_deviceplugin.kubelet.podresources import (
+    DeviceAllocation,
+    PodResourcesUnavailable,
+    held_devices,
+    list_allocations,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,7 @@ class PodResourcesPoller:
         self._lock = threading.Lock()
         self._last_error = ""
         self._reads = 0
+        self._allocations: tuple[DeviceAllocation, ...] = ()
         self._thread = threading.Thread(target=self._loop, name="pod-resources", daemon=True)
 
     @property
@@ -56,6 +63,12 @@ class PodResourcesPoller:
         """Why the last read failed, or "" if it succeeded."""
         with self._lock:
             return self._last_error
+
+    @property
+    def allocations(self) -> tuple[DeviceAllocation, ...]:
+        """Who held what at the last successful read (kept across failed reads, like the holds)."""
+        with self._lock:
+            return self._allocations
 
     @property
     def reads(self) -> int:
@@ -89,7 +102,7 @@ class PodResourcesPoller:
         with self._lock:
             self._reads += 1
         try:
-            held = list_held_devices(self.socket_path, deadline=self._deadline)
+            allocations = list_allocations(self.socket_path, deadline=self._deadline)
         except PodResourcesUnavailable as exc:
             with self._lock:
                 first = str(exc) != self._last_error
@@ -100,7 +113,8 @@ class PodResourcesPoller:
         with self._lock:
             recovered = bool(self._last_error)
             self._last_error = ""
+            self._allocations = allocations
         if recovered:
             log.info("pod-resources readable again")
         if not self._stop.is_set():
-            self._on_listed(held, started_at)
+            self._on_listed(held_devices(allocations), started_at)

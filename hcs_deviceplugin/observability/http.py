@@ -1,20 +1,31 @@
 """The daemon's HTTP side: ``/metrics``, ``/healthz``, ``/readyz`` and ``/report`` on one port.
 
-A stdlib ``ThreadingHTTPServer`` is enough: scrapes and probes are a few requests a minute, each
-answered from one ``Daemon.view()`` in microseconds, and it adds no dependency. Each request runs on
-its own thread, so a slow client never delays a probe. Handlers only read the daemon's state.
+Served by waitress, a production WSGI server in pure Python: connections are read and written by
+one event loop, and only complete requests reach a small fixed pool of worker threads, so idle or
+slow clients hold no thread and cannot starve the probes. Idle connections are closed after
+``IDLE_TIMEOUT`` seconds, open connections are capped, and request headers and bodies are bounded
+(nothing here takes a body). ``/metrics`` is prometheus-client's own WSGI app (content negotiation,
+gzip, ``name[]`` filters). Every endpoint answers GET and HEAD; anything else is 405.
+
+``/report`` names every pod and container holding a device, so by default it answers only clients
+on the loopback address (``kubectl exec``, ``kubectl port-forward``, the node itself) while
+``/metrics`` and the probes stay reachable on the pod address; ``report_access="any"`` opens it to
+everyone who can reach the port, ``"off"`` removes it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import socket
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
-from prometheus_client.exposition import choose_encoder
+from prometheus_client import make_wsgi_app
+from waitress import wasyncore
+from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from hcs_deviceplugin.daemon import Daemon
 from hcs_deviceplugin.model import LinkMatrix
@@ -22,13 +33,63 @@ from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.probes import DEFAULT_TIMEOUT, LivenessProbe, readiness
 from hcs_deviceplugin.observability.report import build_report
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
 TEXT = "text/plain; charset=utf-8"
 JSON_TYPE = "application/json"
 
+THREADS = 4
+"""Worker threads for complete requests. Each answer is one view read (microseconds) except a probe
+whose daemon or pool sockets are stuck (bounded by the probe timeouts: 2 s for liveness, 1 s per
+pool for readiness); four keep scrapes and the other probe answered while two such probes wait."""
+IDLE_TIMEOUT = 30
+"""Seconds a connection may sit idle between requests before it is closed (Prometheus reconnects)."""
+CLEANUP_INTERVAL = 5
+"""How often, in seconds, idle connections are looked for."""
+CONNECTION_LIMIT = 64
+"""Open connections at most; past it new ones wait in the listen backlog until idle ones close."""
+MAX_HEADER_BYTES = 16 * 1024
+MAX_BODY_BYTES = 1024
+LOOP_TIMEOUT = 1.0
+"""Seconds one event-loop wait may last; stop() also wakes it at once."""
+
+ReportAccess = Literal["local", "any", "off"]
+REPORT_ACCESS: tuple[ReportAccess, ...] = ("local", "any", "off")
+PATHS = ("/metrics", "/healthz", "/readyz", "/report")
+
 LinksFunction = Callable[[], LinkMatrix]
+Response = tuple[int, list[tuple[str, str]], bytes]
+
+STATUS_TEXT = {
+    200: "OK",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a peer address is the host itself (IPv4 127/8, ``::1``, or IPv4-mapped loopback)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def report_allowed(access: ReportAccess, remote_address: str) -> bool:
+    """Whether ``/report`` answers a client at ``remote_address`` under ``access``."""
+    if access == "any":
+        return True
+    return access == "local" and is_loopback(remote_address)
 
 
 class ObservabilityServer:
@@ -36,7 +97,8 @@ class ObservabilityServer:
 
     ``links`` supplies the card-to-card link matrix for ``/report`` (the daemon view has none); the
     report lists no links without it. ``metrics`` is bound to the daemon's view here unless it
-    already is, so one call wires everything.
+    already is, so one call wires everything. ``report_access`` says who may read ``/report``
+    (module docstring); ``idle_timeout`` is the idle-connection limit in seconds.
     """
 
     def __init__(
@@ -47,14 +109,27 @@ class ObservabilityServer:
         port: int = DEFAULT_PORT,
         links: LinksFunction | None = None,
         liveness_timeout: float = DEFAULT_TIMEOUT,
+        report_access: ReportAccess = "local",
+        idle_timeout: int = IDLE_TIMEOUT,
+        threads: int = THREADS,
     ) -> None:
+        if report_access not in REPORT_ACCESS:
+            raise ValueError(
+                f"report_access must be one of {', '.join(REPORT_ACCESS)}, not {report_access!r}"
+            )
         self.daemon = daemon
         self.metrics = metrics
         self.host = host
+        self.report_access: ReportAccess = report_access
         self._requested_port = port
         self._links = links
         self._liveness = LivenessProbe(daemon, liveness_timeout)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._idle_timeout = idle_timeout
+        self._threads = threads
+        self._metrics_app = make_wsgi_app(metrics.registry)
+        self._server: BaseWSGIServer | MultiSocketServer | None = None
+        self._port = port
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         if not metrics.bound:
             metrics.bind(daemon.view)
@@ -62,38 +137,74 @@ class ObservabilityServer:
     @property
     def port(self) -> int:
         """The bound port (the requested one until :meth:`start`)."""
-        if self._httpd is None:
-            return self._requested_port
-        return int(self._httpd.server_address[1])
+        return self._port
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> None:
         """Bind and serve on a background thread; raises OSError if the port is taken."""
-        if self._httpd is not None:
+        if self._server is not None:
             return
-        handler = _handler_for(self)
-        httpd = ThreadingHTTPServer((self.host, self._requested_port), handler)
-        httpd.daemon_threads = True
-        self._httpd = httpd
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.create_server(
+            (self.host, self._requested_port),
+            family=family,
+            backlog=64,
+            dualstack_ipv6=self.host == "::" and socket.has_dualstack_ipv6(),
+        )
+        self._port = int(listener.getsockname()[1])
+        socket_map: dict[int, Any] = {}
+        self._server = create_server(
+            self.wsgi,
+            map=socket_map,
+            sockets=[listener],
+            threads=self._threads,
+            channel_timeout=self._idle_timeout,
+            cleanup_interval=min(CLEANUP_INTERVAL, self._idle_timeout),
+            connection_limit=CONNECTION_LIMIT,
+            max_request_header_size=MAX_HEADER_BYTES,
+            max_request_body_size=MAX_BODY_BYTES,
+            ident="hcs-deviceplugin",
+            asyncore_use_poll=True,
+        )
+        self._stopping.clear()
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="observability-http", daemon=True
+            target=self._serve, args=(self._server, socket_map), name="observability-http", daemon=True
         )
         self._thread.start()
-        log.info("observability endpoints on %s (/metrics /healthz /readyz /report)", self.url)
+        log.info(
+            "observability endpoints on %s (/metrics /healthz /readyz; /report: %s)",
+            self.url,
+            self.report_access,
+            extra={"address": self.host, "port": self.port, "report_access": self.report_access},
+        )
 
     def stop(self) -> None:
-        httpd, thread = self._httpd, self._thread
-        self._httpd = None
+        """Stop accepting, close every connection, end the worker threads; idempotent."""
+        server, thread = self._server, self._thread
+        self._server = None
         self._thread = None
-        if httpd is None:
+        if server is None:
             return
-        httpd.shutdown()
-        httpd.server_close()
+        self._stopping.set()
+        if isinstance(server, BaseWSGIServer):
+            server.pull_trigger()  # wake the event loop now rather than at its next timeout
         if thread is not None:
             thread.join(timeout=5)
+
+    def _serve(self, server: BaseWSGIServer | MultiSocketServer, socket_map: dict[int, Any]) -> None:
+        """The event loop, on its own thread; everything it owns is closed on this thread too."""
+        try:
+            while not self._stopping.is_set():
+                wasyncore.loop(timeout=LOOP_TIMEOUT, use_poll=True, map=socket_map, count=1)
+        except Exception:
+            log.exception("observability HTTP loop failed")
+        finally:
+            server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
+            wasyncore.close_all(socket_map)
 
     # -- endpoint bodies, also usable without HTTP ---------------------------------------------
 
@@ -110,48 +221,59 @@ class ObservabilityServer:
         links = self._links() if self._links is not None else None
         return build_report(self.daemon.view(), self.daemon.config.node_name, links)
 
-    def metrics_body(self, accept: str) -> tuple[bytes, str]:
-        encoder, content_type = choose_encoder(accept)
-        return encoder(self.metrics.registry), content_type
+    # -- WSGI ------------------------------------------------------------------------------------
 
-
-def _handler_for(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
-    """A handler class closed over ``server`` (http.server instantiates the class per request)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "hcs-deviceplugin"
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
+    def wsgi(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """The WSGI application: route, answer, and for HEAD send the headers of GET without a body."""
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "") or "/"
+        if method not in ("GET", "HEAD"):
+            status, headers, body = _text(405, f"{method} is not supported: use GET or HEAD\n")
+            headers.append(("Allow", "GET, HEAD"))
+        else:
             try:
-                if path == "/metrics":
-                    body, content_type = server.metrics_body(self.headers.get("Accept", ""))
-                    self._send(200, body, content_type)
-                elif path == "/healthz":
-                    self._send_text(*server.healthz())
-                elif path == "/readyz":
-                    self._send_text(*server.readyz())
-                elif path == "/report":
-                    text = json.dumps(server.report(), indent=2) + "\n"
-                    self._send(200, text.encode(), JSON_TYPE)
-                else:
-                    self._send_text(404, "not found: try /metrics /healthz /readyz /report\n")
+                status, headers, body = self._route(path, environ)
             except Exception as exc:
-                log.exception("observability %s failed", path)
-                self._send_text(500, f"{type(exc).__name__}: {exc}\n")
+                log.exception("observability %s failed", path, extra={"path": path})
+                status, headers, body = _text(500, f"{type(exc).__name__}: {exc}\n")
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+        start_response(f"{status} {STATUS_TEXT.get(status, '')}".rstrip(), headers)
+        return [b""] if method == "HEAD" else [body]
 
-        def _send_text(self, status: int, text: str) -> None:
-            self._send(status, text.encode(), TEXT)
+    def _route(self, path: str, environ: WSGIEnvironment) -> Response:
+        if path == "/metrics":
+            return self._scrape(environ)
+        if path == "/healthz":
+            return _text(*self.healthz())
+        if path == "/readyz":
+            return _text(*self.readyz())
+        if path == "/report" and self.report_access != "off":
+            if not report_allowed(self.report_access, str(environ.get("REMOTE_ADDR", ""))):
+                return _text(
+                    403,
+                    "/report names the pods holding each device and answers only on localhost: "
+                    "run `hcs-deviceplugin inspect` in the pod (kubectl exec) or through kubectl "
+                    "port-forward, or start the daemon with --report-access=any\n",
+                )
+            return 200, [("Content-Type", JSON_TYPE)], (json.dumps(self.report(), indent=2) + "\n").encode()
+        served = [p for p in PATHS if p != "/report" or self.report_access != "off"]
+        return _text(404, f"not found: try {' '.join(served)}\n")
 
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def _scrape(self, environ: WSGIEnvironment) -> Response:
+        """prometheus-client's app, always asked with GET (it refuses HEAD; we drop the body after)."""
+        answer: list[Any] = []
 
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("%s %s", self.address_string(), format % args)
+        def capture(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            answer[:] = [status, headers]
+            return lambda _data: None
 
-    return Handler
+        body = b"".join(self._metrics_app({**environ, "REQUEST_METHOD": "GET"}, capture))
+        status, headers = answer
+        return int(status.split(" ", 1)[0]), list(headers), body
+
+
+def _text(status: int, text: str) -> Response:
+    return status, [("Content-Type", TEXT)], text.encode()

@@ -32,7 +32,9 @@ def fetch_report(url: str, timeout: float = 5.0) -> JSON:
         with urllib.request.urlopen(target, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
-        raise InspectError(f"{target} answered HTTP {exc.code}: {exc.reason}") from exc
+        detail = exc.read().decode(errors="replace").strip().splitlines()
+        why = f" ({detail[0]})" if detail else ""
+        raise InspectError(f"{target} answered HTTP {exc.code}: {exc.reason}{why}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         raise InspectError(
@@ -107,6 +109,8 @@ def _pools(report: JSON) -> str:
         mode = _text(pool.get("mode"))
         if pool.get("slicesPerUnit", 1) > 1:
             mode += f" x{pool['slicesPerUnit']}"
+        if pool.get("sharing"):
+            mode += f" {_text(pool['sharing'])}"
         rows.append(
             [
                 _text(pool.get("name")),
@@ -121,9 +125,35 @@ def _pools(report: JSON) -> str:
     return table(["POOL", "RESOURCE", "MODE", "UNITS", "HEALTHY", "ALLOCATED", "REGISTRATION"], rows)
 
 
+def _allocations(report: JSON) -> str:
+    rows = [
+        [
+            _text(a.get("namespace")),
+            _text(a.get("pod")),
+            _text(a.get("container")),
+            _text(a.get("resource")),
+            _text(a.get("device")),
+            _text(a.get("card")),
+        ]
+        for a in report.get("allocations") or []
+    ]
+    return table(["NAMESPACE", "POD", "CONTAINER", "RESOURCE", "DEVICE", "CARD"], rows)
+
+
+def _draining(entry: JSON) -> str:
+    line = (
+        f"{entry['card']}: held under {entry['heldResource']}, moves to {entry['targetPool']} when released"
+    )
+    seconds = entry.get("seconds")
+    return line + (f" (draining for {seconds:.0f} s)" if isinstance(seconds, int | float) else "")
+
+
 def render_inspect(report: JSON) -> str:
-    """Cards, then pools, then whatever needs attention (conflicts, draining, errors, backends)."""
+    """Cards, pools, who holds what, then whatever needs attention (conflicts, draining, errors,
+    backends)."""
     parts = [f"Node {_text(report.get('node'))}", "", "Cards", _cards(report), "", "Pools", _pools(report)]
+    if report.get("allocations"):
+        parts += ["", "Allocations", _allocations(report)]
     notes: list[tuple[str, list[str]]] = [
         (
             "Conflicts",
@@ -131,10 +161,7 @@ def render_inspect(report: JSON) -> str:
         ),
         (
             "Draining",
-            [
-                f"{d['card']}: held under {d['heldResource']}, moves to {d['targetPool']} when released"
-                for d in report.get("draining", [])
-            ],
+            [_draining(d) for d in report.get("draining", [])],
         ),
         ("Config errors", list(report.get("configErrors", []))),
         ("Layout errors", list(report.get("layoutErrors", []))),

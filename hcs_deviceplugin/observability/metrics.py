@@ -13,14 +13,23 @@ The registry is our own, not prometheus-client's global default, so tests can bu
 as they like in one process and a library we import can never add series to our ``/metrics``.
 Names follow Prometheus conventions: ``hcs_`` prefix, base units (seconds, bytes), ``_total`` for
 counters. The table of every metric is in the observability section of the README.
+
+Every counter is exposed at 0 before its first event, for every label set known by then (each pool,
+card and partition the daemon serves, each configured pool source), because ``increase()`` and
+``rate()`` cannot see the first event of a series that appears with it. ``_created`` series are
+switched off: Prometheus ingests them as gauges of their own and nothing here needs them.
+Identity labels stay stable: a card's health series is keyed by card and vendor only, so moving the
+card to another pool does not start a new series; its model and pool are in ``hcs_card_info``.
 """
 
 from __future__ import annotations
 
+import platform
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -29,7 +38,9 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
+from hcs_deviceplugin import __version__
 from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.holds import hardware_id_of
 from hcs_deviceplugin.model import Health
 from hcs_deviceplugin.plugin.server import RegistrationStatus
 
@@ -52,6 +63,9 @@ LATENCY_BUCKETS = (
 it a few seconds at most. Buckets from 100 µs to 1 s resolve both the normal case and a regression."""
 
 ViewFunction = Callable[[], DaemonView]
+
+CONFIG_SOURCES = ("file",)
+"""Pool sources every daemon has (the mounted directory); the runner adds ``api`` when it watches."""
 
 
 def backend_states(view: DaemonView) -> dict[str, tuple[str, str]]:
@@ -118,12 +132,25 @@ class ViewCollector:
             labels=pool_labels,
         )
         card_healthy = GaugeMetricFamily(
-            "hcs_card_healthy",
-            "1 if the card is Healthy, else 0; pool is empty for a card no pool advertises.",
-            labels=["card", "vendor", "model", "pool"],
+            "hcs_card_healthy", "1 if the card is Healthy, else 0.", labels=["card", "vendor"]
+        )
+        card_info = InfoMetricFamily(
+            "hcs_card",
+            "The card's model and the pool advertising it (empty for none), always 1: join on card.",
+            labels=["card", "vendor"],
         )
         draining = GaugeMetricFamily(
             "hcs_cards_draining", "Cards waiting for a container to release them before they change pool."
+        )
+        draining_seconds = GaugeMetricFamily(
+            "hcs_card_draining_seconds",
+            "Seconds since the card started draining (held, but wanted by another pool); absent when not.",
+            labels=["card"],
+        )
+        allocation_info = InfoMetricFamily(
+            "hcs_device_allocation",
+            "1 per unit a container holds, as pod-resources lists it: who holds which device.",
+            labels=["namespace", "pod", "container", "resource", "device"],
         )
         awaiting = GaugeMetricFamily(
             "hcs_cards_awaiting_pod_resources",
@@ -160,11 +187,16 @@ class ViewCollector:
                 registrations.add_metric(labels, pool_view.server.registrations)
             owner = pool_of_cards(view)
             for card in view.cards:
-                card_healthy.add_metric(
-                    [card.id, card.vendor, card.model, owner.get(card.id, "")],
-                    1 if card.health is Health.HEALTHY else 0,
+                card_healthy.add_metric([card.id, card.vendor], 1 if card.health is Health.HEALTHY else 0)
+                card_info.add_metric(
+                    [card.id, card.vendor], {"model": card.model, "pool": owner.get(card.id, "")}
                 )
             draining.add_metric([], len(view.draining))
+            now = time.monotonic()
+            for card_id, since in sorted(view.draining_since.items()):
+                draining_seconds.add_metric([card_id], max(0.0, now - since))
+            for a in view.allocations:
+                allocation_info.add_metric([a.namespace, a.pod, a.container, a.resource, a.device], {})
             awaiting.add_metric([], len(view.awaiting))
             conflicts.add_metric([], len(view.conflicts))
             for backend, (state, reason) in backend_states(view).items():
@@ -181,7 +213,10 @@ class ViewCollector:
             awaiting,
             registrations,
             card_healthy,
+            card_info,
             draining,
+            draining_seconds,
+            allocation_info,
             conflicts,
             backend_up,
             backend_info,
@@ -191,80 +226,155 @@ class ViewCollector:
         )
 
 
+def known_devices(view: DaemonView) -> list[str]:
+    """Every card and partition id of the view: the ``card`` values a health transition can carry."""
+    ids = {card.id for card in view.cards}
+    ids.update(hardware_id_of(unit.id) for pool_view in view.pools.values() for unit in pool_view.units)
+    return sorted(ids)
+
+
+class _EventCollector:
+    """The event counters and histograms, with every label set known by the scrape created at 0 first.
+
+    They are kept off the registry and collected through this one collector, so the label sets are
+    filled in before the samples are read whatever order the registry collects in.
+    """
+
+    def __init__(self, metrics: Sequence[Counter | Histogram], prime: Callable[[], None]) -> None:
+        self._metrics = metrics
+        self._prime = prime
+
+    def describe(self) -> Iterable[Metric]:
+        for metric in self._metrics:
+            yield from metric.describe()
+
+    def collect(self) -> Iterable[Metric]:
+        self._prime()
+        for metric in self._metrics:
+            yield from metric.collect()
+
+
 class Metrics:
     """The daemon's registry: event counters and histograms, plus the view collector once bound.
 
     Create it first, hand its methods to whatever observes events, then :meth:`bind` it to the
     daemon's ``view`` (``ObservabilityServer`` does that if nobody has). All methods are thread-safe:
     gRPC threads, the control thread and source threads call them concurrently.
+
+    ``config_sources`` are the pool sources whose reload counter starts at 0 (the directory always;
+    the API when it is watched).
     """
 
-    def __init__(self, view: ViewFunction | None = None, process_metrics: bool = True) -> None:
+    def __init__(
+        self,
+        view: ViewFunction | None = None,
+        process_metrics: bool = True,
+        config_sources: Sequence[str] = CONFIG_SOURCES,
+    ) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide; we never want them
         self.registry = CollectorRegistry()
         self._lock = threading.Lock()
-        self._bound = False
+        self._view: ViewFunction | None = None
         self._last_errors: dict[tuple[str, str], tuple[str, ...]] = {}
         if process_metrics:
             ProcessCollector(registry=self.registry)
+        build = Info("hcs_build", "The running daemon: version and Python, always 1.", registry=self.registry)
+        build.info({"version": __version__, "python": platform.python_version()})
         self._allocate_seconds = Histogram(
             "hcs_allocate_seconds",
             "Time to answer kubelet's Allocate, per pool.",
             ["pool"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=None,
         )
         self._allocate_requests = Counter(
             "hcs_allocate_requests",
             "Allocate calls by result (ok, or rejected: unknown or unhealthy ids, edits failed).",
             ["pool", "result"],
-            registry=self.registry,
+            registry=None,
         )
         self._preferred_seconds = Histogram(
             "hcs_preferred_allocation_seconds",
             "Time to answer kubelet's GetPreferredAllocation, per pool.",
             ["pool"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=None,
         )
         self._health_transitions = Counter(
             "hcs_health_transitions",
             "Card or partition health changes, by device and the health it changed to.",
             ["card", "to"],
-            registry=self.registry,
+            registry=None,
         )
         self._config_errors = Counter(
             "hcs_config_errors",
             "Pool config errors reported, by source (file, api) and object (namespace/name or path).",
             ["source", "object"],
-            registry=self.registry,
+            registry=None,
         )
         self._config_reloads = Counter(
             "hcs_config_reloads",
-            "Pool config deliveries from a source (each re-read of the directory or API change).",
+            "Pool config deliveries from a source (a changed mounted directory re-read, an API change).",
             ["source"],
-            registry=self.registry,
+            registry=None,
         )
         self._reregistrations = Counter(
             "hcs_pool_reregistrations",
             "Registrations repeated after kubelet restarted or the pool's socket was removed.",
             ["pool"],
-            registry=self.registry,
+            registry=None,
         )
+        for source in config_sources:
+            self._config_reloads.labels(source)
+        events: list[Counter | Histogram] = [
+            self._allocate_seconds,
+            self._allocate_requests,
+            self._preferred_seconds,
+            self._health_transitions,
+            self._config_errors,
+            self._config_reloads,
+            self._reregistrations,
+        ]
+        self.registry.register(_EventCollector(events, self._prime_from_view))
         if view is not None:
             self.bind(view)
 
     @property
     def bound(self) -> bool:
         with self._lock:
-            return self._bound
+            return self._view is not None
 
     def bind(self, view: ViewFunction) -> None:
         """Serve the daemon's state metrics from ``view`` (called per scrape). Only once per registry."""
         with self._lock:
-            if self._bound:
+            if self._view is not None:
                 raise RuntimeError("Metrics is already bound to a daemon view")
             self.registry.register(ViewCollector(view))
-            self._bound = True
+            self._view = view
+
+    def pool_seen(self, pool: str) -> None:
+        """Create the pool's counters and histograms at 0 (done per scrape for every served pool)."""
+        self._allocate_seconds.labels(pool)
+        self._preferred_seconds.labels(pool)
+        for result in ("ok", "rejected"):
+            self._allocate_requests.labels(pool, result)
+        self._reregistrations.labels(pool)
+
+    def device_seen(self, device: str) -> None:
+        """Create the device's health-transition counters at 0, one per health it can change to."""
+        for health in Health:
+            self._health_transitions.labels(device, health.value)
+
+    def _prime_from_view(self) -> None:
+        with self._lock:
+            view_function = self._view
+        if view_function is None:
+            return
+        view = view_function()
+        for pool in view.pools:
+            self.pool_seen(pool)
+        for device in known_devices(view):
+            self.device_seen(device)
 
     def observe_allocate(self, pool: str, seconds: float, ok: bool) -> None:
         self._allocate_seconds.labels(pool).observe(seconds)
@@ -280,6 +390,12 @@ class Metrics:
     def config_error(self, source: str, object: str) -> None:
         """A pool source reported a (new) error for ``object``; counted once per report."""
         self._config_errors.labels(source, object).inc()
+
+    def config_objects_seen(self, objects: Iterable[tuple[str, str]]) -> None:
+        """Create the error counter at 0 for each (source, object) read, e.g.
+        ``PoolAggregator.known_objects()``, so its first error is an increase from 0."""
+        for source, obj in objects:
+            self._config_errors.labels(source, obj)
 
     def config_errors_changed(self, by_object: Mapping[tuple[str, str], Sequence[object]]) -> None:
         """Count what is new in a (source, object) → errors map, e.g. ``PoolAggregator.errors_by_object()``.

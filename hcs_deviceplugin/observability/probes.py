@@ -55,7 +55,8 @@ def readiness(
     kubelet_socket: Path | None = None,
     probe_timeout: float = PROBE_TIMEOUT,
 ) -> tuple[bool, list[str]]:
-    """(ready, reasons): one reason per pool not proven served, one per config error in effect.
+    """(ready, reasons): one reason per pool not proven served, one per config error in effect, and
+    one when no backend runs at all (every enabled backend absent: nothing could ever be served).
 
     With ``kubelet_socket`` each registered pool is also probed over its socket and its registration
     checked against the current kubelet.sock; without it only the recorded status is used.
@@ -63,6 +64,8 @@ def readiness(
     reasons: list[str] = []
     if view.waiting_for:
         reasons.append(f"daemon: {one_line(view.waiting_for)}")
+    if not view.running_backends:
+        reasons.append(no_backend_reason(view.absent_backends))
     current: FileIdentity | None = file_identity(kubelet_socket) if kubelet_socket is not None else None
     for name in view.wanted_pools:
         if name not in view.pools:
@@ -94,6 +97,19 @@ def cdi_problems(view: DaemonView) -> list[str]:
             for name in cdi_pools
         ]
     return [f"cdi: {one_line(view.cdi_error)} (pools {', '.join(cdi_pools)})"] if view.cdi_error else []
+
+
+def no_backend_reason(absent: Mapping[str, str]) -> str:
+    """Why a daemon with no backend serves nothing: each absent backend with its own reason.
+
+    Absence is decided once, at start, so this holds until the daemon is restarted on a node (or
+    with ``--vendors``) where a backend finds its hardware; a Ready daemon that can never serve a
+    card would hide a wrong node selector or a missing driver from the rollout.
+    """
+    if not absent:
+        return "backends: none enabled"
+    found = "; ".join(f"{name} ({one_line(reason)})" for name, reason in sorted(absent.items()))
+    return f"backends: none running, every enabled one is absent: {found}"
 
 
 def _pool_problem(

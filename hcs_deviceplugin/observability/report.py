@@ -22,18 +22,25 @@ Shape (every key always present; ``null`` where the node does not know)::
         "health": "Healthy",
         "pool": "team-a",                   # the pool advertising it, null if none (unassigned, draining)
         "units": ["GPU-fb79..."],           # unit ids it is advertised as
-        "heldUnits": ["GPU-fb79..."],       # unit ids running containers hold (container names are not known)
-        "heldResource": "gpu.deckhouse.io/team-a"   # resource the held units were allocated under, or null
+        "heldUnits": ["GPU-fb79..."],       # unit ids running containers hold
+        "heldResource": "gpu.deckhouse.io/team-a",  # resource the held units were allocated under, or null
+        "heldBy": ["default/trainer/main"]  # namespace/pod/container of each holder (pod-resources)
+      }],
+      "allocations": [{                     # one per unit a container holds, as pod-resources lists it
+        "namespace": "default", "pod": "trainer", "container": "main",
+        "resource": "gpu.deckhouse.io/team-a", "device": "GPU-fb79...", "card": "GPU-fb79..."
       }],
       "pools": [{
         "name": "team-a", "resource": "gpu.deckhouse.io/team-a",
         "mode": "Exclusive",                # Exclusive | Partition | TimeSlice
         "unit": "Card", "slicesPerUnit": 1, "profile": null,
+        "sharing": null, "memoryPerReplica": null,   # a backend-enforced mode ("mps"), bytes per replica
         "units": 2, "healthy": 2, "allocated": 1,
         "registration": {"status": "registered", "registrations": 1, "lastError": "", "openStreams": 1}
       }],
       "conflicts": [{"card": "...", "pools": ["a", "b"]}],
-      "draining": [{"card": "...", "heldResource": "gpu.deckhouse.io/a", "targetPool": "b"}],
+      "draining": [{"card": "...", "heldResource": "gpu.deckhouse.io/a", "targetPool": "b",
+                    "seconds": 12.5}],       # seconds since the card started draining
       "configErrors": ["..."], "layoutErrors": ["..."],
       "backends": [{"name": "nvidia", "state": "running", "reason": ""}]
     }
@@ -44,10 +51,12 @@ it is consistent: a card is never shown in a pool and draining at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hcs_deviceplugin.daemon import DaemonView, PoolView
+from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Health, LinkMatrix, Pool, Unit, UnitKind
 from hcs_deviceplugin.observability.metrics import backend_states, held_units_by_resource, pool_of_cards
 
@@ -120,11 +129,38 @@ def allocated_bytes(card: Card, units: Sequence[Unit], held: Sequence[str]) -> i
     return card.memory_bytes * min(len(held), len(units)) // len(units)
 
 
+def card_of_units(view: DaemonView) -> dict[str, str]:
+    """Unit id → card id for every unit the view knows: advertised ones and held ones (a draining
+    card's units are advertised nowhere, but its holders are still on it)."""
+    out = {card.id: card.id for card in view.cards}
+    for card_id, held in view.held.items():
+        out.update(dict.fromkeys(held.unit_ids, card_id))
+    for pool_view in view.pools.values():
+        out.update({unit.id: unit.card_id for unit in pool_view.units})
+    return out
+
+
+def holder(allocation: DeviceAllocation) -> str:
+    """``namespace/pod/container``: how a report row and ``inspect`` name who holds a unit."""
+    return f"{allocation.namespace}/{allocation.pod}/{allocation.container}"
+
+
+def holders_by_card(view: DaemonView, card_of: Mapping[str, str]) -> dict[str, list[str]]:
+    """Card id → sorted holders of any of its units."""
+    out: dict[str, set[str]] = {}
+    for allocation in view.allocations:
+        card_id = card_of.get(allocation.device)
+        if card_id is not None:
+            out.setdefault(card_id, set()).add(holder(allocation))
+    return {card_id: sorted(names) for card_id, names in out.items()}
+
+
 def _device(
     card: Card,
     view: DaemonView,
     links: LinkMatrix,
     owner: dict[str, str],
+    holders: Mapping[str, list[str]],
 ) -> JSON:
     pool_name = owner.get(card.id)
     units = [u for u in view.pools[pool_name].units if u.card_id == card.id] if pool_name else []
@@ -157,6 +193,7 @@ def _device(
         "units": [u.id for u in units],
         "heldUnits": held_ids,
         "heldResource": held.resource if held is not None else None,
+        "heldBy": list(holders.get(card.id, [])),
     }
 
 
@@ -170,6 +207,8 @@ def _pool(name: str, pool_view: PoolView, held: frozenset[str]) -> JSON:
         "unit": pool.unit.value,
         "slicesPerUnit": pool.slices_per_unit,
         "profile": pool.profile,
+        "sharing": pool.sharing or None,
+        "memoryPerReplica": pool.memory_per_replica,
         "units": len(pool_view.units),
         "healthy": sum(1 for u in pool_view.units if u.health is Health.HEALTHY),
         "allocated": sum(1 for u in pool_view.units if u.id in held),
@@ -183,20 +222,40 @@ def _pool(name: str, pool_view: PoolView, held: frozenset[str]) -> JSON:
 
 
 def build_report(view: DaemonView, node_name: str, links: LinkMatrix | None = None) -> JSON:
-    """The node report (shape in the module docstring). Pure: same view, same report."""
+    """The node report (shape in the module docstring). Pure but for the draining ages, which are
+    measured against the clock when it is built."""
     matrix = links if links is not None else LinkMatrix()
     owner = pool_of_cards(view)
     held = held_units_by_resource(view)
+    card_of = card_of_units(view)
+    holders = holders_by_card(view, card_of)
+    now = time.monotonic()
     return {
         "node": node_name,
-        "devices": [_device(card, view, matrix, owner) for card in view.cards],
+        "devices": [_device(card, view, matrix, owner, holders) for card in view.cards],
+        "allocations": [
+            {
+                "namespace": a.namespace,
+                "pod": a.pod,
+                "container": a.container,
+                "resource": a.resource,
+                "device": a.device,
+                "card": card_of.get(a.device),
+            }
+            for a in view.allocations
+        ],
         "pools": [
             _pool(name, pool_view, held.get(pool_view.pool.resource_name, frozenset()))
             for name, pool_view in sorted(view.pools.items())
         ],
         "conflicts": [{"card": card, "pools": list(pools)} for card, pools in sorted(view.conflicts.items())],
         "draining": [
-            {"card": card, "heldResource": resource, "targetPool": target}
+            {
+                "card": card,
+                "heldResource": resource,
+                "targetPool": target,
+                "seconds": _since(view.draining_since.get(card), now),
+            }
             for card, (resource, target) in sorted(view.draining.items())
         ],
         "configErrors": list(view.config_errors),
@@ -206,3 +265,7 @@ def build_report(view: DaemonView, node_name: str, links: LinkMatrix | None = No
             for name, (state, reason) in backend_states(view).items()
         ],
     }
+
+
+def _since(started: float | None, now: float) -> float | None:
+    return None if started is None else round(max(0.0, now - started), 3)

@@ -60,6 +60,12 @@ def resolve_units(snapshot: Snapshot, ids: Sequence[str]) -> list[Unit]:
         raise AllocationRejected(f"pool {snapshot.pool.name}: " + "; ".join(problems))
     if not units:
         raise AllocationRejected(f"pool {snapshot.pool.name}: empty device id list")
+    pool = snapshot.pool
+    if pool.sharing and len(units) > 1:
+        raise AllocationRejected(
+            f"pool {pool.name}: {len(units)} replicas asked for one container, but the pool shares its "
+            f"cards by {pool.sharing!r}, where each replica is one limited client: ask for 1"
+        )
     return units
 
 
@@ -171,7 +177,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         try:
             for container in request.container_requests:
                 units = resolve_units(snapshot, list(container.devices_ids))
-                responses.append(edits_to_response(self._edits(snapshot.pool, units)))
+                responses.append(edits_to_response(self._container_edits(snapshot, units)))
         except AllocationRejected as exc:
             log.warning("Allocate rejected: %s", exc)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -194,6 +200,14 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 log.warning("Allocate rejected: %s (withdrawn while allocating)", exc)
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
         return pb.AllocateResponse(container_responses=responses)
+
+    def _container_edits(self, snapshot: Snapshot, units: list[Unit]) -> ContainerEdits:
+        """The backend's edits; one it cannot give (a bad option, a sharing daemon not up yet) is a
+        refusal that says why, not an internal error."""
+        try:
+            return self._edits(snapshot.pool, units)
+        except ValueError as exc:
+            raise AllocationRejected(f"pool {snapshot.pool.name}: {exc}") from exc
 
     def GetPreferredAllocation(
         self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext

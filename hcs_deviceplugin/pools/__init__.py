@@ -4,9 +4,11 @@ This package is the daemon's config API (STYLE.md): nothing else imports raw YAM
 
 * **Formats** turn one ConfigMap (:class:`.objects.ConfigMapObject`) into ``Pool`` values and know
   nothing about where it came from: native (:mod:`.native`), DKP per-pool NVIDIA config (:mod:`.dkp`),
-  DKP ADR allowlist (:mod:`.allowlist`); :mod:`.formats` recognises which one an object is.
+  DKP ADR allowlist (:mod:`.allowlist`), DKP NodeGroup (:mod:`.nodegroup`, whose config a node label
+  picks: :mod:`.node`); :mod:`.formats` recognises which one an object is.
 * **Sources** know where objects come from and when they change: the mounted directory
-  (:mod:`.directory`, reading :mod:`.mounted` layouts) and the API watch (:mod:`.apisource`).
+  (:mod:`.directory`, reading :mod:`.mounted` layouts) and the API watch (:mod:`.apisource`); this
+  node's labels come from the Node watch (:mod:`.nodewatch`) or the command line.
 * **The aggregator** (:mod:`.aggregate`) takes every source's objects, keeps the newest copy and each
   object's last good parse, merges them into one PoolSet and reports changes.
 

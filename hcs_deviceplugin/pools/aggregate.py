@@ -16,6 +16,10 @@ whenever it changes; the aggregator owns everything after that:
   resource name can clash when a pool sets its full ``resourceName``); the object later in
   (namespace, name) order loses that pool and keeps its others. Cards claimed by two pools are not
   decided here: the reconciler sends such a card to neither new claimant and reports it.
+* **The node.** A NodeGroup config's pools depend on the node's labels
+  (:class:`~hcs_deviceplugin.pools.node.NodeContext`); :meth:`PoolAggregator.set_node` parses those
+  objects again and merges, so a changed label is a pool change like any other, and pools it does not
+  change are untouched.
 * **Quiet.** ``on_change(pools, errors)`` runs only when the PoolSet or the error list changed, and
   the same changes are logged once (errors at ERROR, resolutions and pool changes at INFO).
 
@@ -34,9 +38,10 @@ from types import MappingProxyType
 
 from hcs_deviceplugin.model import Pool, PoolSet
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
-from hcs_deviceplugin.pools.formats import parse_configmap_located
+from hcs_deviceplugin.pools.formats import depends_on_node, parse_configmap_located
 from hcs_deviceplugin.pools.limits import capped
 from hcs_deviceplugin.pools.located import LocatedPool
+from hcs_deviceplugin.pools.node import UNKNOWN_NODE, NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 log = logging.getLogger(__name__)
@@ -163,12 +168,25 @@ class _ObjectState:
 
 def _newer(a: _Copy, b: _Copy) -> bool:
     """Whether copy ``a`` is newer than ``b`` (see "Newest copy wins" in the module docstring)."""
+    na, nb = _as_number(a.obj.resource_version), _as_number(b.obj.resource_version)
+    if na is not None and nb is not None and na != nb:
+        return na > nb
     va, vb = a.obj.resource_version, b.obj.resource_version
-    if va.isascii() and va.isdigit() and vb.isascii() and vb.isdigit() and int(va) != int(vb):
-        return int(va) > int(vb)
     if bool(va) != bool(vb):
         return bool(va)
     return a.arrival > b.arrival
+
+
+def _as_number(version: str) -> tuple[int, str] | None:
+    """A digit string as a key that orders like its integer, or ``None`` for any other version.
+
+    Not ``int()``: Python refuses to convert more than 4,300 digits, and a version is whatever the
+    source sent. Without leading zeros, more digits is bigger, and equal lengths compare as text.
+    """
+    if not (version.isascii() and version.isdigit()):
+        return None
+    digits = version.lstrip("0")
+    return len(digits), digits
 
 
 def _same_content(a: ConfigMapObject, b: ConfigMapObject) -> bool:
@@ -187,9 +205,12 @@ class PoolAggregator:
     object's pools stay.
     """
 
-    def __init__(self, on_change: OnChange, *, parser: Parser = parse_configmap_located) -> None:
+    def __init__(
+        self, on_change: OnChange, *, parser: Parser | None = None, node: NodeContext = UNKNOWN_NODE
+    ) -> None:
         self._on_change = on_change
-        self._parser = parser
+        self._node = node
+        self._parser: Parser = parser or (lambda obj: parse_configmap_located(obj, node=self._node))
         self._lock = threading.RLock()
         self._copies: dict[str, dict[ObjectKey, _Copy]] = {}
         self._source_errors: dict[str, tuple[ConfigError, ...]] = {}
@@ -206,6 +227,12 @@ class PoolAggregator:
     def errors(self) -> list[ConfigError]:
         """All current errors: of sources, then of objects in (namespace, name) order."""
         return list(self._merged.errors)
+
+    def known_objects(self) -> list[tuple[str, str]]:
+        """(source, object) of every object now read, good or bad, in the labels of
+        :meth:`errors_by_object`: so an error counter can start at 0 for each before it goes bad."""
+        with self._lock:
+            return sorted((state.source, object_label(key)) for key, state in self._objects.items())
 
     def errors_by_object(self) -> dict[tuple[str, str], list[ConfigError]]:
         """(source, object) → current errors, for ``hcs_config_errors_total{source,object}``.
@@ -231,19 +258,38 @@ class PoolAggregator:
         with self._lock:
             self._store(source, objects, errors)
             self._reparse()
-            merged = merge(
-                (ObjectResult(key, s.source, s.good or (), s.errors) for key, s in self._objects.items()),
-                self._source_errors,
-            )
-            previous, self._merged = self._merged, merged
-            if (merged.pools, merged.errors) != (previous.pools, previous.errors):
-                _log_change(previous, merged)
-                if notify:
-                    try:
-                        self._on_change(merged.pools, list(merged.errors))
-                    except Exception:
-                        log.exception("pool change handler failed")
-            return merged.pools, list(merged.errors)
+            return self._publish(notify)
+
+    @property
+    def node(self) -> NodeContext:
+        """The node context NodeGroup configs are parsed with now."""
+        return self._node
+
+    def set_node(self, node: NodeContext, *, notify: bool = True) -> tuple[PoolSet, list[ConfigError]]:
+        """Parse the objects that depend on the node (NodeGroup configs) again with ``node``."""
+        with self._lock:
+            if node == self._node:
+                return self._merged.pools, list(self._merged.errors)
+            self._node = node
+            for state in self._objects.values():
+                if depends_on_node(state.parsed):
+                    self._parse(state)
+            return self._publish(notify)
+
+    def _publish(self, notify: bool) -> tuple[PoolSet, list[ConfigError]]:
+        merged = merge(
+            (ObjectResult(key, s.source, s.good or (), s.errors) for key, s in self._objects.items()),
+            self._source_errors,
+        )
+        previous, self._merged = self._merged, merged
+        if (merged.pools, merged.errors) != (previous.pools, previous.errors):
+            _log_change(previous, merged)
+            if notify:
+                try:
+                    self._on_change(merged.pools, list(merged.errors))
+                except Exception:
+                    log.exception("pool change handler failed")
+        return merged.pools, list(merged.errors)
 
     def _store(self, source: str, objects: Sequence[ConfigMapObject], errors: Sequence[ConfigError]) -> None:
         before = self._copies.get(source, {})

@@ -166,17 +166,24 @@ def _describe(exc: BaseException) -> str:
 
 
 class _ConfigMapApi:
-    """The two calls this source makes, typed; the kubernetes package itself is untyped."""
+    """The two calls this source makes, typed; the kubernetes package itself is untyped.
+
+    ``namespace`` None lists Nodes instead (cluster-scoped): the same list + watch serves the Node
+    watch of :mod:`.nodewatch`, whose objects need only metadata.
+    """
 
     def __init__(
         self,
         api_client: kubernetes.client.ApiClient,
-        namespace: str,
+        namespace: str | None,
         label_selector: str,
         field_selector: str | None,
     ) -> None:
-        self._core: Any = kubernetes.client.CoreV1Api(api_client)
-        self._namespace = namespace
+        core: Any = kubernetes.client.CoreV1Api(api_client)
+        if namespace is None:
+            self._call: Any = core.list_node
+        else:
+            self._call = lambda **kw: core.list_namespaced_config_map(namespace, **kw)
         self._selectors: dict[str, str] = {}
         if label_selector:
             self._selectors["label_selector"] = label_selector
@@ -184,8 +191,7 @@ class _ConfigMapApi:
             self._selectors["field_selector"] = field_selector
 
     def open_list(self) -> BaseHTTPResponse:
-        response: BaseHTTPResponse = self._core.list_namespaced_config_map(
-            self._namespace,
+        response: BaseHTTPResponse = self._call(
             _preload_content=False,
             _request_timeout=(_CONNECT_TIMEOUT, _LIST_READ_TIMEOUT),
             **self._selectors,
@@ -193,8 +199,7 @@ class _ConfigMapApi:
         return response
 
     def open_watch(self, resource_version: str, timeout_seconds: int) -> BaseHTTPResponse:
-        response: BaseHTTPResponse = self._core.list_namespaced_config_map(
-            self._namespace,
+        response: BaseHTTPResponse = self._call(
             watch=True,
             resource_version=resource_version,
             allow_watch_bookmarks=True,
@@ -238,14 +243,18 @@ class ApiConfigMapSource:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         watch_timeout_seconds: int = 300,
+        nodes: bool = False,
     ) -> None:
+        """``nodes``: list and watch Nodes (``namespace`` is then only a name for logs)."""
         if backoff_initial <= 0 or backoff_max < backoff_initial:
             raise ValueError("need 0 < backoff_initial <= backoff_max")
         if watch_timeout_seconds < 1:
             raise ValueError("watch_timeout_seconds must be at least 1")
-        self._api = _ConfigMapApi(api_client, namespace, label_selector, field_selector)
-        self._namespace = namespace
-        self._what = f"configmaps in {namespace}" + (f" ({label_selector})" if label_selector else "")
+        self._api = _ConfigMapApi(api_client, None if nodes else namespace, label_selector, field_selector)
+        self._namespace = "" if nodes else namespace
+        what = "nodes" if nodes else f"configmaps in {namespace}"
+        selector = label_selector or field_selector
+        self._what = what + (f" ({selector})" if selector else "")
         self._on_objects = on_objects
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -269,7 +278,7 @@ class ApiConfigMapSource:
         if self._thread is not None:
             raise RuntimeError("ApiConfigMapSource already started")
         self._thread = threading.Thread(
-            target=self._run, name=f"configmap-watch-{self._namespace}", daemon=True
+            target=self._run, name=f"configmap-watch-{self._namespace or 'nodes'}", daemon=True
         )
         self._thread.start()
 

@@ -84,6 +84,12 @@ class DirectoryPoolSource:
     A pool name defined in two objects is an error reported against the object later in sorted
     order; that object's definition is dropped, the earlier one is served, and the later object's
     other pools still apply.
+
+    ``on_reload()`` is called after each re-read that a change caused (an inotify event, or
+    :meth:`reload`), for ``hcs_config_reloads_total{source="file"}``; not for the first read at
+    :meth:`start`, which is a load, not a reload. The polling fallback's timed re-reads call it only
+    when the directory's content changed, so the counter keeps meaning "the config was re-read
+    because it changed", not "seconds without inotify".
     """
 
     def __init__(
@@ -95,6 +101,7 @@ class DirectoryPoolSource:
         namespace: str = "",
         fallback_interval: float = 1.0,
         write_settle: float = WRITE_SETTLE_SECONDS,
+        on_reload: Callable[[], None] | None = None,
     ) -> None:
         if aggregator is None:
             if on_change is None:
@@ -105,6 +112,7 @@ class DirectoryPoolSource:
         self.directory = directory
         self.aggregator = aggregator
         self.namespace = namespace
+        self._on_reload = on_reload
         self._fallback_interval = fallback_interval
         self._write_settle = write_settle
         # One lock serialises reloads, so the aggregator sees this source's states in order.
@@ -153,7 +161,7 @@ class DirectoryPoolSource:
                 )
                 self._poller = threading.Thread(target=self._poll, name="pools-dir-poll", daemon=True)
                 self._poller.start()
-            self._refresh(notify=True)
+            self._refresh(notify=True, counted=False)
 
     def stop(self) -> None:
         """Stop watching; idempotent. ``current`` and ``errors`` keep their last values."""
@@ -175,7 +183,11 @@ class DirectoryPoolSource:
     def _poll(self) -> None:
         while not self._stop.wait(self._fallback_interval):
             try:
-                self._refresh(notify=True)
+                with self._lock:
+                    before = (dict(self._objects), dict(self._read_errors), self._directory_error)
+                    self._refresh(notify=True, counted=False)
+                    if (self._objects, self._read_errors, self._directory_error) != before:
+                        self._reloaded()
             except Exception:
                 log.exception("re-reading pool directory %s failed", self.directory)
 
@@ -207,13 +219,24 @@ class DirectoryPoolSource:
             # under a pool file's name is final at once, and refused at once.
             self._writing[event.name] = now
 
-    def _refresh(self, notify: bool) -> tuple[PoolSet, list[ConfigError]]:
+    def _refresh(self, notify: bool, counted: bool = True) -> tuple[PoolSet, list[ConfigError]]:
         with self._lock:
             self._scan()
             errors = [self._directory_error] if self._directory_error else []
             errors += [self._read_errors[name] for name in sorted(self._read_errors)]
             objects = [self._objects[name] for name in sorted(self._objects)]
-            return self.aggregator.update(SOURCE_NAME, objects, errors=errors, notify=notify)
+            result = self.aggregator.update(SOURCE_NAME, objects, errors=errors, notify=notify)
+            if counted:
+                self._reloaded()
+            return result
+
+    def _reloaded(self) -> None:
+        if self._on_reload is None:
+            return
+        try:
+            self._on_reload()
+        except Exception:
+            log.exception("on_reload of pool directory %s failed", self.directory)
 
     def _scan(self) -> None:
         listing = self._list()

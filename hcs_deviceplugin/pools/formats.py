@@ -8,11 +8,15 @@ from the API (with labels) or from a mounted directory (name and keys only):
    ``gpu-device-plugin-<pool>``.
 2. **DKP per-pool** (:mod:`.dkp`): the label ``app=nvidia-device-plugin``, or a name
    ``nvidia-device-plugin-<pool>-config``.
-3. **Native** (:mod:`.native`) otherwise: every data key named ``*.yaml``, ``*.yml`` or ``*.json``
+3. **DKP NodeGroup** (:mod:`.nodegroup`): the label ``app=nvidia-gpu``, a name
+   ``nvidia-device-plugin-<7 hex digits>``, or data keys that are all config names (``Exclusive``,
+   ``TimeSlicing``, ``MPS``, ``Mig``). Its pools depend on the node's labels
+   (:class:`~hcs_deviceplugin.pools.node.NodeContext`).
+4. **Native** (:mod:`.native`) otherwise: every data key named ``*.yaml``, ``*.yml`` or ``*.json``
    (``pools.yaml`` by convention) is one native document, and other keys (a README) are not read —
    the behaviour the mounted directory always had. Keys starting with ``.`` are never read.
 
-An object shaped like both an allowlist and a DKP config is an error rather than a guess. Every error
+An object shaped like two of the DKP formats is an error rather than a guess. Every error
 names the object's ``source``; errors inside a key's document name the key first.
 
 Every object passes here, whichever source delivered it, so this is where an object over the size
@@ -33,6 +37,8 @@ from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.limits import check_object_size
 from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
 from hcs_deviceplugin.pools.native import parse_native, warn_no_pools
+from hcs_deviceplugin.pools.node import UNKNOWN_NODE, NodeContext
+from hcs_deviceplugin.pools.nodegroup import is_nodegroup_config, parse_nodegroup_located
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 NATIVE_SUFFIXES: Mapping[str, Syntax] = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
@@ -44,6 +50,19 @@ class Format(StrEnum):
     NATIVE = "native"
     DKP = "dkp-per-pool"
     ALLOWLIST = "dkp-allowlist"
+    NODEGROUP = "dkp-nodegroup"
+
+
+_LOOKS_LIKE = {
+    Format.ALLOWLIST: "a DKP allowlist (name gpu-device-plugin-<pool> or key DP_ALLOWED_DEVICES)",
+    Format.DKP: (
+        "a DKP per-pool config (label app=nvidia-device-plugin or name nvidia-device-plugin-<pool>-config)"
+    ),
+    Format.NODEGROUP: (
+        "a DKP NodeGroup config (label app=nvidia-gpu, name nvidia-device-plugin-<hash>, or only "
+        "config-name keys)"
+    ),
+}
 
 
 def native_syntax(key: str) -> Syntax | None:
@@ -55,33 +74,35 @@ def native_syntax(key: str) -> Syntax | None:
 
 def detect_format(obj: ConfigMapObject) -> Format:
     """Which format ``obj`` is in (see the module docstring); raises when it looks like two."""
-    allowlist, dkp = is_allowlist(obj), is_dkp_plugin_config(obj)
-    if allowlist and dkp:
-        raise ConfigErrors(
-            [
-                ConfigError(
-                    obj.source,
-                    "metadata",
-                    "looks like both a DKP allowlist (name gpu-device-plugin-<pool> or key "
-                    "DP_ALLOWED_DEVICES) and a DKP per-pool config (label app=nvidia-device-plugin "
-                    "or name nvidia-device-plugin-<pool>-config); it must be one",
-                )
-            ]
+    kinds = [
+        kind
+        for kind, test in (
+            (Format.ALLOWLIST, is_allowlist),
+            (Format.DKP, is_dkp_plugin_config),
+            (Format.NODEGROUP, is_nodegroup_config),
         )
-    if allowlist:
-        return Format.ALLOWLIST
-    return Format.DKP if dkp else Format.NATIVE
+        if test(obj)
+    ]
+    if len(kinds) > 1:
+        shapes = " and ".join(_LOOKS_LIKE[kind] for kind in kinds)
+        raise ConfigErrors([ConfigError(obj.source, "metadata", f"looks like both {shapes}; it must be one")])
+    return kinds[0] if kinds else Format.NATIVE
 
 
-def parse_configmap(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[Pool]:
+def parse_configmap(
+    obj: ConfigMapObject, env: Mapping[str, str] | None = None, node: NodeContext = UNKNOWN_NODE
+) -> list[Pool]:
     """The pools ``obj`` defines; raises :class:`ConfigErrors` with every problem found.
 
-    ``env`` (default ``os.environ``) is where the DKP format finds ``NVIDIA_RESOURCE_PREFIX``.
+    ``env`` (default ``os.environ``) is where the DKP formats find ``NVIDIA_RESOURCE_PREFIX``; ``node``
+    is what the NodeGroup format chooses its config by.
     """
-    return [located.pool for located in parse_configmap_located(obj, env)]
+    return [located.pool for located in parse_configmap_located(obj, env, node)]
 
 
-def parse_configmap_located(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[LocatedPool]:
+def parse_configmap_located(
+    obj: ConfigMapObject, env: Mapping[str, str] | None = None, node: NodeContext = UNKNOWN_NODE
+) -> list[LocatedPool]:
     """:func:`parse_configmap`, with the field path of each pool's definition."""
     check_object_size(obj)
     kind = detect_format(obj)
@@ -89,7 +110,18 @@ def parse_configmap_located(obj: ConfigMapObject, env: Mapping[str, str] | None 
         return parse_allowlist_located(obj)
     if kind is Format.DKP:
         return parse_dkp_located(obj, env)
+    if kind is Format.NODEGROUP:
+        return parse_nodegroup_located(obj, node, env)
     return parse_native_located(obj)
+
+
+def depends_on_node(obj: ConfigMapObject) -> bool:
+    """Whether ``obj``'s pools change with the node's labels (a NodeGroup config): such objects are
+    parsed again when the labels change."""
+    try:
+        return detect_format(obj) is Format.NODEGROUP
+    except ConfigErrors:
+        return False
 
 
 def parse_native_located(obj: ConfigMapObject) -> list[LocatedPool]:

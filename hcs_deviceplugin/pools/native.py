@@ -54,6 +54,7 @@ from hcs_deviceplugin.pools.names import (
     validate_extended_resource_name,
     validate_pool_name,
 )
+from hcs_deviceplugin.pools.quantity import parse_bytes
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,14 @@ POOL_KEYS = (
     "maxDevicesPerNode",
     "replicaPlacement",
     "resourceName",
+    "sharing",
+    "memoryPerReplica",
     "devices",
     "deviceDelivery",
 )
+DEFAULT_SHARING = "timeSlicing"
+"""``sharing`` spelled out for the default: replicas time-slice the card, nothing enforces a share."""
+SHARING_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 REPLICA_PLACEMENTS = ("spread", "pack")
 IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
 DEVICE_KEYS = (*IDENTITY_KEYS, "node")
@@ -341,6 +347,9 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
                 f"must be one of {', '.join(REPLICA_PLACEMENTS)}, got {describe_value(raw_placement)}",
             )
 
+    sharing, memory = _sharing(raw, slices, path, report)
+    if sharing and unit is UnitKind.PARTITION:
+        report.add(child(path, "sharing"), f"{sharing} shares whole cards: it needs unit: Card")
     devices = _devices(optional(raw, "devices"), child(path, "devices"), report)
 
     delivery = DeviceDelivery.DEVICE_SPECS
@@ -377,7 +386,49 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
         source=source,
         replica_placement=placement,
         device_delivery=delivery,
+        sharing=sharing,
+        memory_per_replica=memory,
     )
+
+
+def _sharing(
+    raw: Mapping[object, object], slices: int | None, path: str, report: Report
+) -> tuple[str, int | None]:
+    """``sharing`` (``""`` for time-slicing) and ``memoryPerReplica`` in bytes, checked together.
+
+    The core does not know the modes: a backend enforces one or the card is refused at apply time
+    (README, "Sharing modes"). Any mode but time-slicing needs at least 2 replicas, and only such a
+    mode can enforce ``memoryPerReplica``.
+    """
+    sharing = ""
+    raw_sharing = optional(raw, "sharing")
+    if raw_sharing is not MISSING:
+        text = string(raw_sharing, child(path, "sharing"), report)
+        if text is not None and text != DEFAULT_SHARING:
+            if SHARING_RE.fullmatch(text):
+                sharing = text
+            else:
+                report.add(
+                    child(path, "sharing"),
+                    f"must be {DEFAULT_SHARING} or a backend's sharing mode (e.g. mps), got {text!r}",
+                )
+    if sharing and slices is not None and slices < 2:
+        report.add(child(path, "slicesPerUnit"), f"sharing {sharing} needs at least 2 replicas, got {slices}")
+    memory: int | None = None
+    raw_memory = optional(raw, "memoryPerReplica")
+    if raw_memory is not MISSING:
+        where = child(path, "memoryPerReplica")
+        memory = parse_bytes(raw_memory) if isinstance(raw_memory, str) else None
+        if isinstance(raw_memory, int) and not isinstance(raw_memory, bool):
+            memory = raw_memory
+        if memory is None or memory <= 0:
+            report.add(
+                where, f"must be a memory size such as 2Gi or 1536Mi, got {describe_value(raw_memory)}"
+            )
+            memory = None
+        elif not sharing:
+            report.add(where, "needs a sharing mode that enforces it (sharing: mps); time-slicing cannot")
+    return sharing, memory
 
 
 def parse_native_data(document: object, source: str) -> list[Pool]:

@@ -8,6 +8,9 @@ same words, before the object reaches a node. Each PATH is one of:
   ``kind: List`` as ``kubectl get -o yaml`` writes); each ConfigMap is parsed as the API source
   would deliver it (``configmap <namespace>/<name>``), format recognised by name, labels and keys;
 * a **raw native document** (``pools.yaml``; ``.json`` is read as JSON);
+* a DKP **NodeGroup** ConfigMap is checked config by config (``Exclusive``, ``TimeSlicing``, ...), each
+  as if the node's label named it; its pools are listed per config and take no part in the merge, since
+  which config a node uses is decided by the node's label, not here;
 * a **directory** laid out as the daemon's mounted pools directory (top-level files and one
   sub-directory per ConfigMap).
 
@@ -38,6 +41,7 @@ from hcs_deviceplugin.pools.formats import Format, detect_format, native_syntax,
 from hcs_deviceplugin.pools.located import LocatedPool
 from hcs_deviceplugin.pools.mounted import ReadError, list_mounted, read_configmap_directory, read_file_object
 from hcs_deviceplugin.pools.native import parse_native, warn_no_pools
+from hcs_deviceplugin.pools.nodegroup import parse_every_config
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 USAGE = (
@@ -62,6 +66,8 @@ class _Unit:
     kind: Format
     outcome: tuple[LocatedPool, ...] | Exception
     key: tuple[str, str]
+    described: str = ""
+    """What the valid line says instead of the merged pools (NodeGroup: pools per config)."""
 
 
 @dataclass
@@ -87,7 +93,7 @@ def main(paths: Sequence[str], stdout: TextIO, stderr: TextIO, env: Mapping[str,
     results = [
         ObjectResult(unit.key, SOURCE, (), errors_of(unit.source, unit.outcome))
         if isinstance(unit.outcome, Exception)
-        else ObjectResult(unit.key, SOURCE, unit.outcome)
+        else ObjectResult(unit.key, SOURCE, () if unit.described else unit.outcome)
         for unit in loaded.units
     ]
     merged = merge(results, {SOURCE: loaded.errors})
@@ -98,7 +104,7 @@ def main(paths: Sequence[str], stdout: TextIO, stderr: TextIO, env: Mapping[str,
     failed = {error.source for error in merged.errors}
     for unit in loaded.units:
         if not isinstance(unit.outcome, Exception) and unit.source not in failed:
-            pools = _describe([located.pool for located in unit.outcome])
+            pools = unit.described or _describe([located.pool for located in unit.outcome])
             print(f"{unit.source}: valid {unit.kind} config, {pools}", file=stdout)
     for key, names in sorted(find_conflicts(merged.pools.pools).items(), key=lambda kv: str(kv[0])):
         print(f"warning: {key} is claimed by pools {', '.join(names)}: none of them gets it", file=stdout)
@@ -117,6 +123,9 @@ def _describe(pools: Sequence[Pool]) -> str:
     parts = []
     for pool in pools:
         mode = f"{pool.unit}" + (f" x{pool.slices_per_unit}" if pool.time_sliced else "")
+        mode += f" {pool.sharing}" if pool.sharing else ""
+        if pool.memory_per_replica:
+            mode += f" {pool.memory_per_replica // (1 << 20)}Mi each"
         count = len(pool.devices)
         entries = f"{count} device entr{'y' if count == 1 else 'ies'}"
         parts.append(f"{pool.name} ({pool.resource_name}, {mode}, {entries})")
@@ -180,6 +189,15 @@ def _unit(obj: ConfigMapObject, env: Mapping[str, str] | None) -> _Unit:
         kind = detect_format(obj)
     except ConfigErrors as exc:
         return _Unit(obj.source, Format.NATIVE, exc, obj.key)
+    if kind is Format.NODEGROUP:
+        try:
+            configs = parse_every_config(obj, env)
+        except ConfigErrors as exc:
+            return _Unit(obj.source, kind, exc, obj.key)
+        described = "; ".join(
+            f"{name}: {_describe([located.pool for located in pools])}" for name, pools in configs.items()
+        )
+        return _Unit(obj.source, kind, (), obj.key, described or "no configs")
     return _Unit(obj.source, kind, parse_object(obj, lambda o: parse_configmap_located(o, env)), obj.key)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from hcs_deviceplugin.backend import Backend, BackendConfig, load_factory
+from hcs_deviceplugin.backend import Backend, BackendAbsent, BackendConfig, load_factory
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.logsetup import configure_logging
@@ -27,14 +27,15 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def command_simulate(args: argparse.Namespace) -> int:
     configure_logging("text", args.log_level)
+    stop = threading.Event()
+    simulated = None if args.hardware == "fake" else _simulated_backend(args.node, stop)
     workdir = Path(tempfile.mkdtemp(prefix="hcs-sim-", dir="/tmp"))
     plugin_dir, pools_dir, cdi_dir = workdir / "dp", workdir / "pools", workdir / "cdi"
-    stop = threading.Event()
     host_roots: dict[str, Path] = {}
-    if args.hardware == "fake":
-        backends, injector_for, host_roots = _fake_hardware_backends(workdir / "hardware", stop)
+    if simulated is not None:
+        backends, injector_for = simulated
     else:
-        backends, injector_for = _simulated_backend(args.node, stop)
+        backends, injector_for, host_roots = _fake_hardware_backends(workdir / "hardware", stop)
     kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
     kubelet.start()
     inventory = Inventory()
@@ -96,9 +97,17 @@ def command_simulate(args: argparse.Namespace) -> int:
 def _simulated_backend(
     node: Path | None, stop: threading.Event
 ) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector]]:
-    """The simulated backend on ``node`` (or its embedded default); it injects faults itself."""
+    """The simulated backend on ``node`` (or its embedded default); it injects faults itself.
+
+    A ``node`` that cannot be read or is not a node description is a usage error, one line and
+    status 2 (the backend would call itself absent, and the simulation would have no hardware).
+    """
     options = {"node": str(node)} if node else {}
-    backend = load_factory(SIMULATED_BACKEND)(BackendConfig(options=options, stop=stop))
+    try:
+        backend = load_factory(SIMULATED_BACKEND)(BackendConfig(options=options, stop=stop))
+    except BackendAbsent as exc:
+        print(f"hcs-deviceplugin: error: --node: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     return {backend.name: backend}, lambda _: cast(HealthInjector, backend)
 
 

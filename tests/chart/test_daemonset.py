@@ -85,6 +85,14 @@ def test_api_source_flags() -> None:
     )
 
 
+def test_the_cli_default_label_selector_finds_the_charts_pools_configmap() -> None:
+    """``--in-cluster`` without ``--kube-label-selector`` must watch what the chart creates."""
+    selector = build_parser().parse_args(["run"]).kube_label_selector
+    wanted = dict(term.split("=", 1) for term in selector.split(","))
+    pools = only(render({}), "ConfigMap")
+    assert wanted.items() <= pools["metadata"]["labels"].items(), (selector, pools["metadata"]["labels"])
+
+
 def test_api_source_in_another_namespace() -> None:
     values = {
         "apiSource": {

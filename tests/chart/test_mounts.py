@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.chart import ALL_ON, CASES, VENDORS, args, flag, host_mounts, pod_spec, vendor_values
+from tests.chart.chart import (
+    ALL_ON,
+    CASES,
+    VENDORS,
+    args,
+    container,
+    flag,
+    host_mounts,
+    pod_spec,
+    vendor_values,
+)
 
 # What each vendor mounts from the host (read-only, at /host<path>), per values.yaml.
 VENDOR_PATHS = {
@@ -144,3 +154,15 @@ def test_cdi_can_move_or_be_turned_off() -> None:
     off = {"cdi": {"enabled": False, "dir": CDI_DIR}}
     assert CDI_DIR not in host_mounts(off)
     assert flag(args(off), "cdi-dir") == "", "an empty --cdi-dir writes no specs"
+
+
+def test_mps_mounts_its_root_and_the_clients_shared_memory_only_when_enabled() -> None:
+    assert "/run/nvidia/mps" not in host_mounts({})
+    assert flag(args({}), "backend-option") != "nvidia.mpsRoot=/run/nvidia/mps"
+    values = {"mps": {"enabled": True, "root": "/run/nvidia/mps"}}
+    mounts = host_mounts(values)
+    assert mounts["/run/nvidia/mps"] == ("/host/run/nvidia/mps", False)
+    assert mounts["/run/nvidia/mps/shm"] == ("/dev/shm", False)
+    assert "--backend-option=nvidia.mpsRoot=/run/nvidia/mps" in args(values)
+    env = {e["name"]: e.get("value") for e in container(values)["env"]}
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"

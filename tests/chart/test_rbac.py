@@ -69,3 +69,16 @@ def test_rbac_can_be_left_to_the_cluster_admin() -> None:
     objects = render(values)
     assert {o["kind"] for o in objects} == {"ConfigMap", "DaemonSet", "Service"}
     assert pod_spec(values)["serviceAccountName"] == "gpu-agent"
+
+
+def test_watch_node_reads_nodes_and_turns_the_api_on() -> None:
+    objects = render({"apiSource": {"watchNode": True}})
+    role, binding = only(objects, "ClusterRole"), only(objects, "ClusterRoleBinding")
+    assert _rules(role) == {("", "nodes"): {"get", "list", "watch"}}
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    spec = pod_spec({"apiSource": {"watchNode": True}})
+    assert spec["automountServiceAccountToken"] is True
+    arguments = spec["containers"][0]["args"]
+    assert "--watch-node" in arguments and "--in-cluster" in arguments
+    both = render({"apiSource": {"watchNode": True}, "nodeLabels": {"enabled": True}})
+    assert len([o for o in both if o["kind"] == "ClusterRole"]) == 2

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
-from tests.chart.chart import ALL_ON, VENDORS, container, merge, pod_spec, render, vendor_values
+from tests.chart.chart import (
+    ALL_ON,
+    KUBE_VERSION,
+    VENDORS,
+    container,
+    daemonset,
+    merge,
+    pod_spec,
+    render,
+    vendor_values,
+)
 
 
 def test_default_container_is_unprivileged_root_with_no_capabilities() -> None:
@@ -96,3 +109,49 @@ def test_no_privilege_escalation_conflict_anywhere() -> None:
             values = merge(vendor_values(vendor), {"vendors": {vendor: {"privileged": privileged}}})
             sc = container(values)["securityContext"]
             assert not (sc["privileged"] and sc.get("allowPrivilegeEscalation") is False)
+
+
+def _subsets(size: int) -> list[tuple[str, ...]]:
+    return list(itertools.combinations(VENDORS, size))
+
+
+# Every vendor alone, every pair and every larger set, with every privileged setting of the enabled
+# ones; disabled vendors ask for privileged, which must not count.
+PRIVILEGE_CASES = [
+    (enabled, tuple(name for name, wants in zip(enabled, flags, strict=True) if wants))
+    for size in range(1, len(VENDORS) + 1)
+    for enabled in _subsets(size)
+    for flags in itertools.product((False, True), repeat=len(enabled))
+]
+
+
+def _case_id(case: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
+    enabled, privileged = case
+    return "+".join(f"{name}{'!' if name in privileged else ''}" for name in enabled)
+
+
+@pytest.mark.parametrize("case", PRIVILEGE_CASES, ids=[_case_id(c) for c in PRIVILEGE_CASES])
+def test_privileged_when_any_enabled_vendor_asks(case: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    """One privileged vendor is enough, however many others are enabled or privileged too.
+
+    A helper that printed "true" once per privileged vendor rendered "truetrue" for two of them, and
+    the container silently lost privileged; with one vendor enabled by default no test saw it.
+    """
+    enabled, privileged = case
+    vendors = {
+        name: {"enabled": name in enabled, "privileged": name in privileged or name not in enabled}
+        for name in VENDORS
+    }
+    values = {"vendors": vendors}
+    ds = daemonset(values)
+    kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
+    sc = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    if privileged:
+        assert sc["privileged"] is True
+        assert "allowPrivilegeEscalation" not in sc
+        assert "capabilities" not in sc
+    else:
+        assert sc["privileged"] is False
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["readOnlyRootFilesystem"] is True

@@ -12,9 +12,10 @@ from hcs_deviceplugin.model import (
     Partition,
     Pool,
     PoolSet,
+    SharingRequest,
     UnitKind,
 )
-from hcs_deviceplugin.reconciler import HeldCard, desired_state, plan_changes
+from hcs_deviceplugin.reconciler import HeldCard, desired_state, plan_changes, shared_as_now, sharing_requests
 
 CARDS = tuple(
     Card(id=f"GPU-{i}", backend="simulated", vendor="v", model="m", index=i, numa_node=i // 2)
@@ -154,3 +155,60 @@ def test_plan_touches_only_changed_pools() -> None:
     plan = plan_changes(before, after)
     assert (plan.start, plan.stop, plan.replace, plan.update) == (("new",), ("gone",), ("mode",), ("grow",))
     assert plan_changes(after, after).empty
+
+
+def test_a_card_goes_to_a_pool_with_a_sharing_mode_only_if_its_backend_offers_it() -> None:
+    poolset = PoolSet((pool("m", "GPU-0", "GPU-1", slices_per_unit=2, sharing="mps"),))
+    refused = desired_state(poolset, INVENTORY, "node-1")
+    assert refused.pools["m"].units == ()
+    assert set(refused.unsupported) == {"GPU-0", "GPU-1"}
+    assert (
+        "shares its cards by 'mps', which backend simulated of card GPU-0 does not offer"
+        in (refused.unsupported["GPU-0"])
+    )
+    served = desired_state(poolset, INVENTORY, "node-1", sharing_support={"simulated": frozenset({"mps"})})
+    assert served.unsupported == {}
+    assert [u.id for u in served.pools["m"].units] == ["GPU-0::0", "GPU-0::1", "GPU-1::0", "GPU-1::1"]
+
+
+def test_sharing_requests_cover_the_pools_cards_and_held_cards_shared_before() -> None:
+    support = {"simulated": frozenset({"mps"})}
+    poolset = PoolSet(
+        (pool("m", "GPU-0", slices_per_unit=4, sharing="mps", memory_per_replica=1 << 30), pool("t", "GPU-1"))
+    )
+    desired = desired_state(poolset, INVENTORY, "node-1", sharing_support=support)
+    first = sharing_requests(desired, {}, {})
+    assert first == {"GPU-0": SharingRequest("GPU-0", "mps", 4, 1 << 30)}
+    # GPU-0 moves to the time-sliced pool while a container holds it: it drains, still shared.
+    moved = PoolSet((pool("m", slices_per_unit=4, sharing="mps"), pool("t", "GPU-1", "GPU-0")))
+    held = {"GPU-0": HeldCard("gpu.deckhouse.io/m", frozenset({"GPU-0::2"}))}
+    draining = desired_state(moved, INVENTORY, "node-1", held=held, sharing_support=support)
+    assert "GPU-0" in draining.draining
+    assert sharing_requests(draining, held, first) == first
+    released = desired_state(moved, INVENTORY, "node-1", sharing_support=support)
+    assert sharing_requests(released, {}, first) == {}
+
+
+@pytest.mark.parametrize(
+    ("shared_as", "sharing", "drains"),
+    [
+        ({}, "", False),
+        ({"GPU-0": "mps"}, "mps", False),
+        ({"GPU-0": "mps"}, "", True),
+        ({"GPU-0": ""}, "mps", True),
+        ({}, "mps", False),
+    ],
+    ids=["unknown", "same-mode", "mps-to-time-slicing", "time-slicing-to-mps", "unknown-after-restart"],
+)
+def test_a_held_card_whose_sharing_mode_changes_drains_even_with_the_same_ids(
+    shared_as: dict[str, str], sharing: str, drains: bool
+) -> None:
+    poolset = PoolSet((pool("a", "GPU-0", slices_per_unit=4, sharing=sharing),))
+    held = {"GPU-0": HeldCard("gpu.deckhouse.io/a", frozenset({"GPU-0::1"}))}
+    support = {"simulated": frozenset({"mps"})}
+    desired = desired_state(
+        poolset, INVENTORY, "node-1", held=held, sharing_support=support, shared_as=shared_as
+    )
+    assert ("GPU-0" in desired.draining) is drains
+    after = shared_as_now(desired, held, shared_as)
+    assert after.get("GPU-0") == (shared_as.get("GPU-0") if drains else sharing)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hcs_deviceplugin.cli import build_parser
-from tests.image.stages import ROOT, Stage, copy_sources, dockerignore_patterns, parse
+from tests.image.stages import DOCKERFILE, ROOT, Stage, copy_sources, dockerignore_patterns, parse
 
 # Anything that compiles or installs a toolchain.
 BUILD_TOOLS = re.compile(
@@ -36,8 +36,74 @@ def test_two_stages_on_a_slim_python() -> None:
     assert len(stages) == 2
     assert [s.name for s in stages] == ["build", "runtime"]
     for stage in stages:
-        assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", stage.base), stage.base
+        assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?@sha256:[0-9a-f]{64}", stage.base), stage.base
     assert stages[0].base == stages[1].base, "the wheels are built for the interpreter that runs them"
+
+
+def test_base_image_is_pinned_by_digest_and_overridable() -> None:
+    global_args, stages = parse()
+    assert re.fullmatch(r"python:3\.12-slim-bookworm@sha256:[0-9a-f]{64}", global_args["PYTHON_IMAGE"])
+    froms = [i for i in dockerfile_lines() if i.startswith("FROM ")]
+    assert froms == ["FROM ${PYTHON_IMAGE} AS build", "FROM ${PYTHON_IMAGE} AS runtime"]
+    assert [s.base for s in stages] == [global_args["PYTHON_IMAGE"]] * 2
+
+
+def dockerfile_lines() -> list[str]:
+    return [line.strip() for line in DOCKERFILE.read_text().splitlines()]
+
+
+def _shell(stage: Stage) -> list[str]:
+    """The RUN commands of ``stage``, one string each."""
+    return [" ".join(r.value) for r in stage.of("RUN")]
+
+
+def test_dependencies_are_exactly_the_locked_files() -> None:
+    """The build stage downloads only what requirements.lock pins, hash-checked; the runtime stage
+    installs those with hashes again, and the project's wheel alone, with no dependency of its own."""
+    build, runtime = _stages()
+    assert {"requirements.lock", "requirements-build.lock"} <= set(copy_sources(build))
+    (prepare,) = [c for c in _shell(build) if "pip wheel" in c]
+    build_steps = [step.strip() for step in prepare.split("&&")]
+    tools = "python -m pip install --require-hashes -r requirements-build.lock"
+    assert build_steps[0] == tools, "the build tools are the locked ones, installed first"
+    (wheel,) = [s for s in build_steps if "pip wheel" in s]
+    assert "--no-build-isolation" in wheel, "an isolated build would fetch unpinned build tools"
+    (download,) = [c for c in _shell(build) if "pip download" in c]
+    assert re.search(r"pip download --require-hashes --only-binary=:all: .*-r requirements\.lock", download)
+    assert "cp requirements.lock /wheels/" in download
+    (install,) = [c for c in _shell(runtime) if "pip install" in c]
+    steps = [step.strip() for step in install.split("&&")]
+    locked = [s for s in steps if "-r /wheels/requirements.lock" in s]
+    assert len(locked) == 1
+    assert "--require-hashes" in locked[0]
+    assert "--no-index" in locked[0]
+    project = [s for s in steps if "hcs_deviceplugin-" in s]
+    assert project == ["python -m pip install --no-index --no-deps /wheels/hcs_deviceplugin-*.whl"]
+    assert steps.index(locked[0]) < steps.index(project[0])
+    assert "python -m pip check" in steps, "the locked versions must satisfy the project's ranges"
+    assert not [s for s in _shell(build) if "pip wheel" in s and "--no-deps" not in s], (
+        "only the project is built; its dependencies come from the lock"
+    )
+
+
+OCI_LABELS = {"title", "description", "licenses", "version", "revision", "created", "source", "base.name"}
+
+
+def test_oci_labels() -> None:
+    runtime = _runtime()
+    labels: dict[str, str] = {}
+    for label in runtime.of("LABEL"):
+        pairs = zip(label.value[::2], label.value[1::2], strict=True)
+        labels.update((key, value.strip('"')) for key, value in pairs)
+    prefix = "org.opencontainers.image."
+    assert {k.removeprefix(prefix) for k in labels if k.startswith(prefix)} >= OCI_LABELS
+    args = dict(a.value[0].partition("=")[::2] for a in runtime.of("ARG"))
+    assert labels[prefix + "base.name"] == "${PYTHON_IMAGE}"
+    assert "PYTHON_IMAGE" in args, "the global ARG must be declared again in the stage to be used"
+    assert labels[prefix + "version"] == "${VERSION}"
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert args["VERSION"] == version, "the image's version label follows pyproject.toml"
+    assert labels[prefix + "licenses"] == "Apache-2.0"
 
 
 def test_build_stage_makes_wheels() -> None:
@@ -57,7 +123,7 @@ def test_dockerignore_keeps_the_build_inputs() -> None:
     patterns = dockerignore_patterns()
     for source in copy_sources(_stages()[0]):
         assert not any(fnmatch.fnmatch(source, p) for p in patterns), source
-    for excluded in (".git", ".venv", "tests"):
+    for excluded in (".git", ".venv", "tests", "tools"):
         assert excluded in patterns
 
 

@@ -8,6 +8,7 @@ dependencies from the package index as the image does, and runs the daemon's sim
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -34,6 +35,10 @@ PACKAGE_DATA = [
     "vendors/nvidia/fake/nvml_abi.h",
 ]
 WHEEL_SIZE_LIMIT = 1024 * 1024
+# The whole daemon and the fake kubelet: what test and bench tooling drives. The core ships them (the
+# `run` and `simulate` commands), but nothing in a vendor package may import them: a module there that
+# does is a tool (it lives in tools/, outside the wheel), not part of a backend.
+TOOLING_MODULES = ("hcs_deviceplugin.daemon", "hcs_deviceplugin.kubeletsim", "hcs_deviceplugin.runner")
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -91,7 +96,8 @@ def _make_venv(path: Path) -> Installed:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``pip wheel`` of the build context, with build isolation, as in the build stage."""
+    """``pip wheel`` of the build context (the build stage uses the locked build tools; here an isolated
+    build fetches them, which makes the same pure-Python wheel)."""
     base = tmp_path_factory.mktemp("wheel")
     source = _stage_build_context(base / "src")
     out = base / "wheels"
@@ -142,6 +148,49 @@ def test_wheel_contents(wheel: Path) -> None:
             assert path.relative_to(ROOT).as_posix() in names, path
 
 
+def tooling_imports(sources: dict[str, str]) -> list[str]:
+    """``path: module`` for every import of a tooling module in ``sources`` (path → Python text)."""
+    found: list[str] = []
+    for path, text in sources.items():
+        for node in ast.walk(ast.parse(text, filename=path)):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            found += [f"{path}: {m}" for m in modules if m.startswith(TOOLING_MODULES)]
+    return found
+
+
+def test_wheel_ships_no_test_tooling(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        vendor_sources = {
+            n: archive.read(n).decode() for n in names if n.startswith("vendors/") and n.endswith(".py")
+        }
+    assert vendor_sources
+    assert tooling_imports(vendor_sources) == []
+    assert not [n for n in names if n.rsplit("/", 1)[-1].startswith(("test_", "conftest"))]
+    assert not [n for n in names if n.startswith(("tools/", "tests/", "bench/"))]
+
+
+def test_the_tooling_check_catches_a_tool_in_a_vendor_package() -> None:
+    """The check can fail: the NVIDIA serving tool, put back under vendors/, is reported."""
+    tool = (ROOT / "tools" / "nvidia" / "serve_real.py").read_text()
+    found = tooling_imports({"vendors/nvidia/tools/serve_real.py": tool})
+    assert "vendors/nvidia/tools/serve_real.py: hcs_deviceplugin.daemon" in found
+    assert "vendors/nvidia/tools/serve_real.py: hcs_deviceplugin.kubeletsim" in found
+
+
+@pytest.mark.parametrize("script", sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("tools/**/*.py")))
+def test_tools_run_from_the_checkout(script: str, tmp_path: Path) -> None:
+    """Each tool finds the repository from its own path (it is not installed), from any directory."""
+    result = _run(sys.executable, ROOT / script, "--help", cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
+
+
 def test_installed_cli_help(installed: Installed) -> None:
     result = _run(installed.script, "--help", cwd=installed.workdir)
     assert result.returncode == 0, result.stderr
@@ -176,13 +225,22 @@ def test_installed_package_data(installed: Installed) -> None:
 
 @pytest.mark.slow
 def test_full_install_with_dependencies_runs_the_daemon(wheel: Path, tmp_path: Path) -> None:
-    """As the runtime stage does: the wheel and its dependencies from the index, nothing borrowed.
+    """As the runtime stage does: the locked dependencies, hash-checked, then the wheel with --no-deps
+    and ``pip check``; nothing borrowed. The lock is resolved for the image's Python 3.12; its hashes
+    cover every published file of each pin, so this interpreter finds its own wheels in it.
 
-    Slow (about 40 s: the dependencies are downloaded and installed).
+    Slow (about 45 s: the dependencies are downloaded and installed).
     """
     target = _make_venv(tmp_path / "venv")
-    result = _run(target.python, "-m", "pip", "install", "-q", wheel, cwd=target.workdir, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    lock = ROOT / "requirements.lock"
+    steps = [
+        ("install", "-q", "--require-hashes", "-r", lock),
+        ("install", "-q", "--no-deps", wheel),
+        ("check",),
+    ]
+    for step in steps:
+        result = _run(target.python, "-m", "pip", *step, cwd=target.workdir, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
     version = _run(target.script, "--version", cwd=target.workdir)
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == wheel.stem.split("-")[1]

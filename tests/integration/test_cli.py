@@ -15,6 +15,8 @@ import urllib.request
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from hcs_deviceplugin.simulation.hardware import ENTRY_POINT_GROUP as FAKE_HARDWARE_GROUP
@@ -182,3 +184,22 @@ def test_run_rejects_unknown_vendor() -> None:
         check=False,
     )
     assert result.returncode == 2 and "unknown vendors ['nope']" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--watch-node"], "--watch-node needs --in-cluster or --kubeconfig"),
+        (["--node-config-label", "no-equals-sign"], "--node-config-label 'no-equals-sign' is not KEY=VALUE"),
+        (["--node-config-label", "=x"], "--node-config-label '=x' is not KEY=VALUE"),
+    ],
+)
+def test_run_rejects_bad_node_label_settings(flags: list[str], message: str) -> None:
+    result = subprocess.run(
+        [*CLI, "run", "--vendors", "simulated", "--plugin-dir", "/tmp/x", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and message in result.stderr

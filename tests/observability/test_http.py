@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from typing import Any
+
+import pytest
 
 from hcs_deviceplugin.daemon import DaemonView
+from hcs_deviceplugin.observability.http import THREADS, ObservabilityServer, is_loopback
+from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.probes import LivenessProbe, alive
 from hcs_deviceplugin.plugin.server import RegistrationStatus
 from tests.integration.conftest import H100, WAIT, card_pool, pool_doc
@@ -100,3 +107,102 @@ def test_liveness_fails_when_the_state_lock_is_never_released(busy: Busy) -> Non
 def test_liveness_names_dead_daemon_threads(busy: Busy) -> None:
     fake = _FakeDaemon(busy.obs.daemon.view(), {"daemon-control": False, "health-simulated": True})
     assert alive(fake, timeout=1.0) == (False, "daemon thread(s) not running: daemon-control")
+
+
+def _request(url: str, method: str) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status), dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz", "/report"])
+def test_head_answers_the_headers_of_get_without_a_body(busy: Busy, path: str) -> None:
+    status, headers, body = _request(busy.obs.url + path, "HEAD")
+    _, get_headers, get_body = _request(busy.obs.url + path, "GET")
+    assert (status, body) == (200, b"")
+    assert headers["Content-Type"] == get_headers["Content-Type"]
+    if path in ("/healthz", "/readyz"):  # the same body each time: the same length
+        assert int(headers["Content-Length"]) == len(get_body) > 0
+
+
+def test_other_methods_are_refused_with_allow(busy: Busy) -> None:
+    status, headers, _ = _request(busy.obs.url + "/metrics", "POST")
+    assert status == 405
+    assert headers["Allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.5", False),
+        ("192.168.1.7", False),
+        ("fe80::1%eth0", False),
+        ("::ffff:10.0.0.5", False),
+        ("", False),
+        ("not-an-address", False),
+    ],
+)
+def test_is_loopback(address: str, loopback: bool) -> None:
+    assert is_loopback(address) is loopback
+
+
+def _call(server: ObservabilityServer, path: str, remote: str) -> tuple[str, bytes]:
+    """One request through the server's WSGI app, as waitress would make it for a peer at ``remote``."""
+    answer: list[str] = []
+
+    def start_response(status: str, _headers: list[tuple[str, str]], _exc: object = None) -> Any:
+        answer.append(status)
+        return lambda _data: None
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "REMOTE_ADDR": remote, "QUERY_STRING": ""}
+    body = b"".join(server.wsgi(environ, start_response))
+    return answer[0], body
+
+
+def test_report_answers_only_loopback_peers_unless_opened(busy: Busy) -> None:
+    local = busy.obs.server
+    assert local.report_access == "local"
+    assert _call(local, "/report", "127.0.0.1")[0] == "200 OK"
+    status, body = _call(local, "/report", "10.0.0.5")
+    assert status == "403 Forbidden" and b"--report-access=any" in body
+    assert _call(local, "/metrics", "10.0.0.5")[0] == "200 OK"  # Prometheus still scrapes
+    assert _call(local, "/healthz", "10.0.0.5")[0] == "200 OK"
+
+    opened = ObservabilityServer(busy.obs.daemon, Metrics(), report_access="any")
+    assert _call(opened, "/report", "10.0.0.5")[0] == "200 OK"
+    off = ObservabilityServer(busy.obs.daemon, Metrics(), report_access="off")
+    status, body = _call(off, "/report", "127.0.0.1")
+    assert status == "404 Not Found" and b"/report" not in body
+
+
+def test_idle_connections_hold_no_thread_and_are_closed(busy: Busy) -> None:
+    before = set(threading.enumerate())
+
+    def new_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t not in before and t.name != "hcs-liveness-probe"}
+
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0, idle_timeout=1)
+    server.start()
+    idle: list[socket.socket] = []
+    try:
+        started = new_threads()
+        assert len(started) <= THREADS + 1, "the event loop and the fixed worker pool"
+        for _ in range(30):
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=5) as response:
+            assert response.status == 200, "30 idle connections do not starve a probe"
+        assert new_threads() <= started, "no thread per connection"
+        for conn in idle:
+            assert conn.recv(1) == b"", "the server closes an idle connection"
+    finally:
+        for conn in idle:
+            conn.close()
+        server.stop()
+    assert not [t for t in started if t.is_alive()], "stop ends the loop and the workers"

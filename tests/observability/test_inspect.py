@@ -27,6 +27,11 @@ def test_table_shows_cards_then_pools(busy: Busy, capsys: pytest.CaptureFixture[
     assert pool_rows["b"].split()[1:8] == [resource("b"), "TimeSlice", "x2", "2", "0", "0", "registered"]
     assert "Backends\nascend: absent (libdcmi.so" in out
     assert out.startswith(f"Node {NODE_NAME}\n")
+    allocations = out.split("\nAllocations\n")[1].split("\n\n")[0].splitlines()
+    assert allocations[0].split() == ["NAMESPACE", "POD", "CONTAINER", "RESOURCE", "DEVICE", "CARD"]
+    assert [row.split() for row in allocations[1:]] == [
+        ["default", "trainer", "main", resource("a"), busy.held_card, busy.held_card]
+    ]
 
 
 def test_json_is_the_report(busy: Busy, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,15 +64,20 @@ def test_attention_sections_appear_only_when_needed() -> None:
     }
     text = render_inspect(quiet)
     assert "Conflicts" not in text and "Draining" not in text and "Backends" not in text
+    assert "Allocations" not in text
     loud = {
         **quiet,
         "conflicts": [{"card": "c1", "pools": ["a", "b"]}],
-        "draining": [{"card": "c2", "heldResource": "gpu.deckhouse.io/a", "targetPool": "b"}],
+        "draining": [
+            {"card": "c2", "heldResource": "gpu.deckhouse.io/a", "targetPool": "b", "seconds": 4000.2}
+        ],
         "configErrors": ["pools.yaml: pools[0].slicesPerUnit: must be 1..64"],
         "backends": [{"name": "nvidia", "state": "failed", "reason": "NVML_ERROR_GPU_IS_LOST"}],
     }
     text = render_inspect(loud)
     assert "Conflicts\nc1: claimed by a, b" in text
-    assert "Draining\nc2: held under gpu.deckhouse.io/a, moves to b when released" in text
+    assert (
+        "Draining\nc2: held under gpu.deckhouse.io/a, moves to b when released (draining for 4000 s)" in text
+    )
     assert "Config errors\npools.yaml: pools[0].slicesPerUnit: must be 1..64" in text
     assert "Backends\nnvidia: failed (NVML_ERROR_GPU_IS_LOST)" in text

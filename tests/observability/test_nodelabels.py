@@ -25,6 +25,9 @@ from hcs_deviceplugin.observability.nodelabels import (
     node_labels,
 )
 from hcs_deviceplugin.runner import ApiSettings, Runner, RunSettings
+from tests.integration.conftest import H100 as H100_IDS
+from tests.integration.conftest import card_pool, pool_doc
+from tests.observability.conftest import scrape, value
 from tests.pools.fakeapiserver import FakeApiServer, is_node_patch, is_node_read, label_errors
 
 NODE = "k8s-w1.gpu.example.ru"
@@ -466,5 +469,13 @@ current-context: fake
         backend.inject(HealthEvent(sick.id, Health.UNHEALTHY, "XID 79"))  # type: ignore[attr-defined]
         (_, second) = server.wait_requests(is_node_patch, 2, TIMEOUT)
         assert second.body == {"metadata": {"labels": {f"{P}nvidia.count": "3"}}}
+
+        # The API source's reloads start at 0 (its first list is the load) and count each change.
+        assert value(scrape(runner.metrics), "hcs_config_reloads_total", source="api") == 0
+        server.put_configmap(
+            "hcs-system", "pools", {"pools.yaml": pool_doc(card_pool("z", H100_IDS[0]))}, {"app": "pools"}
+        )
+        runner.daemon.wait_for(lambda v: "z" in v.wanted_pools, TIMEOUT, "the API pool applied")
+        assert value(scrape(runner.metrics), "hcs_config_reloads_total", source="api") >= 1
     finally:
         runner.stop()

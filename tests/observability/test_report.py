@@ -30,6 +30,7 @@ def test_report_top_level_shape(busy: Busy) -> None:
     assert set(report) == {
         "node",
         "devices",
+        "allocations",
         "pools",
         "conflicts",
         "draining",
@@ -57,6 +58,7 @@ def test_held_card_reports_its_pool_units_vram_and_links(busy: Busy) -> None:
     assert held["units"] == [busy.held_card]
     assert held["heldUnits"] == [busy.held_card]
     assert held["heldResource"] == resource("a")
+    assert held["heldBy"] == ["default/trainer/main"]
     topology = held["topology"]
     assert topology["numaNode"] in (0, 1) and topology["busId"].startswith("0000:")
     assert {link["peer"] for link in topology["links"]} == set(H100) - {busy.held_card}
@@ -66,10 +68,24 @@ def test_held_card_reports_its_pool_units_vram_and_links(busy: Busy) -> None:
     )
 
 
+def test_allocations_name_the_pod_container_and_card(busy: Busy) -> None:
+    assert fetch(busy)["allocations"] == [
+        {
+            "namespace": "default",
+            "pod": "trainer",
+            "container": "main",
+            "resource": resource("a"),
+            "device": busy.held_card,
+            "card": busy.held_card,
+        }
+    ]
+
+
 def test_free_sick_and_unassigned_cards(busy: Busy) -> None:
     report = fetch(busy)
     free = device(report, busy.free_card)
     assert (free["vramAllocated"], free["heldUnits"], free["heldResource"]) == (0, [], None)
+    assert free["heldBy"] == []
     assert free["vramAllocatable"] == H100_BYTES
 
     sick = device(report, busy.sick_card)
@@ -97,6 +113,8 @@ def test_pools_in_the_report(busy: Busy) -> None:
         "unit": "Card",
         "slicesPerUnit": 1,
         "profile": None,
+        "sharing": None,
+        "memoryPerReplica": None,
         "units": 2,
         "healthy": 2,
         "allocated": 1,

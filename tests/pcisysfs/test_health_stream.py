@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+import pytest
 
 from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged
 from vendors.pcisysfs.health import health_stream
@@ -104,3 +107,22 @@ def test_forced_udev_either_opens_a_monitor_or_says_why_not() -> None:
     else:
         assert watcher.fallback_reason.startswith("udev monitor unavailable: ")
     watcher.close()
+
+
+def test_a_card_going_unhealthy_is_a_warning_and_its_recovery_info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="vendors.pcisysfs.health")
+    hardware, stop = Hardware(), threading.Event()
+    events = _run(hardware, stop)
+    with hardware.lock:
+        hardware.cards["b"] = (Health.UNHEALTHY, "driver unbound")
+    assert events.get(timeout=WAIT) == HealthEvent("b", Health.UNHEALTHY, "driver unbound")
+    with hardware.lock:
+        hardware.cards["b"] = (Health.HEALTHY, "")
+    assert events.get(timeout=WAIT) == HealthEvent("b", Health.HEALTHY, "")
+    stop.set()
+    assert events.get(timeout=WAIT) is None
+    about_b = [r for r in caplog.records if getattr(r, "card", None) == "b"]
+    assert [(r.levelno, getattr(r, "health", None)) for r in about_b] == [
+        (logging.WARNING, "Unhealthy"),
+        (logging.INFO, "Healthy"),
+    ]

@@ -47,6 +47,11 @@ def units(*ids: str, unhealthy: Sequence[str] = ()) -> list[Unit]:
 
 
 def edits(_pool: Pool, chosen: Sequence[Unit]) -> ContainerEdits:
+    """Names the units; a unit whose id starts with ``unready`` makes it fail as a backend whose
+    sharing machinery is not up does."""
+    unready = [u.id for u in chosen if u.id.startswith("unready")]
+    if unready:
+        raise ValueError(f"card of {unready[0]}: its sharing daemon is not running")
     return ContainerEdits(env={"UNITS": ",".join(u.id for u in chosen)})
 
 

@@ -70,3 +70,18 @@ def test_options_and_preferred_allocation(stub: pb_grpc.DevicePluginStub) -> Non
     )
     response = stub.GetPreferredAllocation(request, timeout=WAIT)
     assert list(response.container_responses[0].deviceIDs) == ["u1"]
+
+
+def test_a_backend_that_cannot_describe_the_units_refuses_clearly(
+    make_server: ServerFactory, calls: Calls
+) -> None:
+    server = serving(make_server(("unready-0",)))
+    server.update(pool(), units("unready-0"))
+    with (
+        grpc.insecure_channel(f"unix:{server.socket_path}") as channel,
+        pytest.raises(grpc.RpcError) as caught,
+    ):
+        pb_grpc.DevicePluginStub(channel).Allocate(allocate("unready-0"), timeout=WAIT)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "its sharing daemon is not running" in (caught.value.details() or "")
+    assert calls == []

@@ -14,10 +14,11 @@ start of the next ones, in the stream of the open ones, or by compaction); fail 
 or Event writes; send a bookmark. Every request is recorded (method, path, query, body) so tests can
 assert on what the client asked for.
 
-Nodes are there for the node labeler: GET and PATCH (merge or strategic merge) of
-``/api/v1/nodes/{name}``, with the apiserver's validation of label keys and values (422), so a label
-the real apiserver would refuse is refused here too. Tests create Nodes, change their labels behind the
-client's back, and fail the next N node reads or patches.
+Nodes are there for the node labeler and the daemon's Node watch: list and watch of ``/api/v1/nodes``
+(field selector ``metadata.name``, history and resume as for ConfigMaps), GET and PATCH (merge or
+strategic merge) of ``/api/v1/nodes/{name}``, with the apiserver's validation of label keys and values
+(422), so a label the real apiserver would refuse is refused here too. Tests create Nodes, change their
+labels behind the client's back, and fail the next N node reads or patches.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _CONFIGMAPS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 _EVENT = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$")
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
+_NODES = "/api/v1/nodes"
+_CLUSTER = ""
+"""The namespace of cluster-scoped objects (Nodes) in the change history."""
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -167,7 +171,7 @@ def field_selector_matches(selector: str, obj: JsonObject) -> bool:
     """``metadata.name`` and ``metadata.namespace`` with ``=``, ``==`` and ``!=``, as for ConfigMaps."""
     fields = {
         "metadata.name": obj["metadata"]["name"],
-        "metadata.namespace": obj["metadata"]["namespace"],
+        "metadata.namespace": obj["metadata"].get("namespace", _CLUSTER),
     }
     for term in _split_selector(selector):
         negate = "!=" in term
@@ -439,7 +443,7 @@ class FakeApiServer:
         with self._cond:
             self._rv += 1
             old = self._nodes.get(name)
-            self._nodes[name] = {
+            new = self._nodes[name] = {
                 "kind": "Node",
                 "apiVersion": "v1",
                 "metadata": {
@@ -452,6 +456,7 @@ class FakeApiServer:
                 "spec": {},
                 "status": {},
             }
+            self._history.append(_Change(self._rv, _CLUSTER, old, new))
             self._cond.notify_all()
             return str(self._rv)
 
@@ -494,6 +499,7 @@ class FakeApiServer:
                 return 422, _status(422, "Invalid", f'Node "{name}" is invalid: ' + "; ".join(errors))
             self._rv += 1
             patched["metadata"]["resourceVersion"] = str(self._rv)
+            self._history.append(_Change(self._rv, _CLUSTER, self._nodes[name], patched))
             self._nodes[name] = patched
             self._cond.notify_all()
             return 200, json.loads(json.dumps(patched))
@@ -529,7 +535,7 @@ class FakeApiServer:
             self._cond.notify_all()
 
     def _matching(self, namespace: str, query: Mapping[str, str], obj: JsonObject | None) -> bool:
-        if obj is None or obj["metadata"]["namespace"] != namespace:
+        if obj is None or obj["metadata"].get("namespace", _CLUSTER) != namespace:
             return False
         labels = obj["metadata"].get("labels", {})
         return label_selector_matches(query.get("labelSelector", ""), labels) and field_selector_matches(
@@ -544,15 +550,21 @@ class FakeApiServer:
                 return code, _status(code, "InternalError", "injected list failure")
             items = [
                 json.loads(json.dumps(obj))
-                for key, obj in sorted(self._objects.items())
+                for obj in self._collection(namespace)
                 if self._matching(namespace, query, obj)
             ]
             return 200, {
-                "kind": "ConfigMapList",
+                "kind": "NodeList" if namespace == _CLUSTER else "ConfigMapList",
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(self._rv)},
                 "items": items,
             }
+
+    def _collection(self, namespace: str) -> list[JsonObject]:
+        """The objects a list or watch of ``namespace`` sees: ConfigMaps, or Nodes for the cluster scope."""
+        if namespace == _CLUSTER:
+            return [obj for _, obj in sorted(self._nodes.items())]
+        return [obj for _, obj in sorted(self._objects.items())]
 
     def _event_for(self, change: _Change, query: Mapping[str, str]) -> JsonObject | None:
         """What a watcher with this selector sees for one change, if anything."""
@@ -631,9 +643,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(*self.fake._read_node(node["name"]))
             return
         match = _CONFIGMAPS.match(path)
-        if not match:
+        if not match and path != _NODES:
             self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
             return
+        namespace = match["ns"] if match else _CLUSTER
         try:
             field_selector_matches(
                 query.get("fieldSelector", ""), {"metadata": {"name": "", "namespace": ""}}
@@ -642,9 +655,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(400, _status(400, "BadRequest", str(exc)))
             return
         if query.get("watch") in ("true", "1"):
-            self._watch(match["ns"], query)
+            self._watch(namespace, query)
             return
-        code, body = self.fake._list(match["ns"], query)
+        code, body = self.fake._list(namespace, query)
         self._send_json(code, body)
 
     def do_POST(self) -> None:
@@ -750,7 +763,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if requested in ("", "0"):  # "start at most recent": synthetic ADDED for what exists
                 initial = [
                     {"type": "ADDED", "object": {"kind": "ConfigMap", "apiVersion": "v1", **obj}}
-                    for _, obj in sorted(fake._objects.items())
+                    for obj in fake._collection(namespace)
                     if fake._matching(namespace, query, obj)
                 ]
             too_old = expire_as_http is not None or (

@@ -69,6 +69,9 @@ def aggregator(recorder: Recorder) -> PoolAggregator:
         pytest.param("", "7", "api", id="file-has-no-version-and-loses"),
         pytest.param("10", "9", "file", id="integers-not-strings-10-beats-9"),
         pytest.param("9", "10", "api", id="integers-9-loses-to-10"),
+        pytest.param("010", "9", "file", id="leading-zeros-do-not-count"),
+        pytest.param("1" + "0" * 5000, "9" * 5000, "file", id="beyond-python-int-conversion-limit"),
+        pytest.param("9" * 5000, "1" + "0" * 5000, "api", id="beyond-the-limit-either-way"),
     ],
 )
 def test_newest_resource_version_wins_across_sources(

@@ -368,3 +368,20 @@ def test_file_being_written_is_not_read_until_closed(tmp_path: Path, recorder: R
     source._on_events([FsEvent("a.yaml", IN_CLOSE_WRITE)])
     pools, errors = recorder.call(0)
     assert (slices(pools), errors) == ({"a": 2}, [])
+
+
+def test_each_reread_of_a_mounted_configmap_is_reported_as_a_reload(tmp_path: Path) -> None:
+    """``hcs_config_reloads_total{source="file"}`` counts these: every kubelet update after the first read."""
+    reloads = threading.Semaphore(0)
+    recorder = Recorder()
+    volume = ConfigMapVolume(tmp_path / "pools", {"pools.yaml": pools_doc("a")})
+    source = DirectoryPoolSource(volume.directory, recorder, fallback_interval=0.1, on_reload=reloads.release)
+    source.start()
+    try:
+        recorder.wait_for(lambda pools, _errors: names(pools) == ["a"])
+        assert not reloads.acquire(blocking=False), "the first read is a load, not a reload"
+        volume.update({"pools.yaml": pools_doc("a", "b")})
+        recorder.wait_for(lambda pools, _errors: names(pools) == ["a", "b"])
+        assert reloads.acquire(timeout=TIMEOUT), "the update's re-read counts"
+    finally:
+        source.stop()

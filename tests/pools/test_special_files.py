@@ -13,6 +13,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -91,35 +93,43 @@ def test_validate_config_reports_special_files_in_a_directory(tmp_path: Path) ->
         ), name
 
 
-@pytest.mark.timeout(10)
+UNREADABLE_CHILD = """
+import json, os, sys
+from pathlib import Path
+from tests.pools.test_input_limits import good_source, names
+source, path = good_source(Path(sys.argv[1]), "pools.yaml")
+path.chmod(0)
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+pools, errors = source.reload()
+print(json.dumps({"path": str(path), "pools": names(pools),
+                  "errors": [[e.source, e.path, e.message] for e in errors]}))
+"""
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.skipif(os.geteuid() != 0, reason="not root: the permission-000 case above runs as it is")
 def test_an_unreadable_file_keeps_the_last_good_pools() -> None:
-    # Root reads a mode-000 file, so the reload runs in a forked child that drops to nobody (65534);
-    # the child reports through a pipe and exits without running any of pytest's teardown.
+    # Root reads a mode-000 file, so the reload runs in a fresh interpreter that loads the good file as
+    # root and then drops to nobody (65534). A fresh process, not os.fork(): forking this process while
+    # gRPC threads of earlier tests run can abort the child inside gRPC's fork handlers.
     directory = Path(tempfile.mkdtemp(prefix="hcs-perm-"))  # pytest's tmp_path is root-only (0700)
     try:
         directory.chmod(0o755)
-        source, path = good_source(directory, "pools.yaml")
-        path.chmod(0)
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                os.close(read_end)
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
-                pools, errors = source.reload()
-                report = {"pools": names(pools), "errors": [[e.source, e.path, e.message] for e in errors]}
-                os.write(write_end, json.dumps(report).encode())
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end) as pipe:
-            report = json.loads(pipe.read() or "{}")
-        os.waitpid(pid, 0)
+        child = subprocess.run(
+            [sys.executable, "-c", UNREADABLE_CHILD, str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=25,
+            check=False,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert child.returncode == 0, child.stderr
+        report = json.loads(child.stdout)
         assert report == {
+            "path": str(directory / "pools.yaml"),
             "pools": ["good"],
-            "errors": [[str(path), FILE_PATH, "cannot read: Permission denied"]],
+            "errors": [[str(directory / "pools.yaml"), FILE_PATH, "cannot read: Permission denied"]],
         }
     finally:
         shutil.rmtree(directory)

@@ -10,6 +10,7 @@ import pytest
 from hcs_deviceplugin.backend import (
     BackendAbsent,
     BackendConfig,
+    BackendOptionError,
     available_backend_names,
     load_backends,
     load_factory,
@@ -67,8 +68,14 @@ def test_missing_node_file_is_absent(tmp_path: Path) -> None:
 
 
 def test_unknown_option_is_refused() -> None:
-    with pytest.raises(BackendAbsent, match=r"unknown option.*nod"):
+    with pytest.raises(BackendOptionError, match=r"unknown option.*nod"):
         create(nod="x")
+
+
+def test_load_backends_lets_an_option_error_through() -> None:
+    """A misspelt option stops the start instead of leaving the backend quietly absent."""
+    with pytest.raises(BackendOptionError, match=r"unknown option\(s\) nod"):
+        load_backends(["simulated"], lambda _: BackendConfig(options={"nod": "x"}))
 
 
 def test_load_backends_reports_a_broken_node_as_absent(tmp_path: Path) -> None:

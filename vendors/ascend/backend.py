@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -311,7 +311,10 @@ class AscendBackend:
 
 def create_backend(config: BackendConfig) -> AscendBackend:
     """Load libdcmi and run ``dcmi_init`` (bounded); BackendAbsent with the reason when either fails."""
-    settings = AscendSettings.parse(config.options, os.environ)
+    try:
+        settings = AscendSettings.parse(config.options, os.environ)
+    except ValueError as err:  # a misspelt option is the operator's mistake, not missing hardware
+        raise BackendOptionError(str(err)) from None
     paths = library.candidates(settings.library_path, os.environ, config.host_root)
     try:
         lib = library.load(paths, settings.check_ownership)

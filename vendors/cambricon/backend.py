@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -200,7 +200,10 @@ class CambriconBackend:
 
 def create_backend(config: BackendConfig) -> CambriconBackend:
     """The entry-point factory; BackendAbsent when the node has no MLU function and no MLU driver."""
-    settings = CambriconSettings.parse(config.options)
+    try:
+        settings = CambriconSettings.parse(config.options)
+    except ValueError as err:  # a misspelt option is the operator's mistake, not missing hardware
+        raise BackendOptionError(str(err)) from None
     root = config.host_root
     scan = scan_pci(root, models.CAMBRICON_VENDOR_ID)
     if not scan.functions and not scan.errors and not discovery.driver_module_loaded(root):

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -163,7 +163,10 @@ class HygonBackend:
 
 def create_backend(config: BackendConfig) -> HygonBackend:
     """The backend, or BackendAbsent when the node has neither a DCU function nor a Hygon driver module."""
-    settings = HygonSettings.parse(config.options)
+    try:
+        settings = HygonSettings.parse(config.options)
+    except ValueError as err:  # a misspelt option is the operator's mistake, not missing hardware
+        raise BackendOptionError(str(err)) from None
     root = config.host_root
     table = ModelTable(load_update_ids(root / settings.update_ids.lstrip("/")) if settings.update_ids else {})
     scan = scan_pci(root, HYGON_PCI_VENDOR)

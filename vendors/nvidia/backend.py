@@ -15,29 +15,39 @@ Options (``BackendConfig.options``; unknown keys are errors):
 - ``recoverySeconds`` (60): quiet time before a device is probed and reported Healthy; negative: never.
 - ``healthWaitMs`` (1000): the longest event wait, so the bound on noticing ``stop``.
 - ``retryBackoffSeconds`` / ``retryBackoffMaxSeconds`` (1 / 30): back-off while NVML fails.
+- ``mpsControl``, ``mpsRoot`` (``/run/nvidia/mps``), ``mpsCheckSeconds`` (1), ``mpsRetrySeconds`` (5): the
+  MPS control daemons of cards in pools with ``sharing: mps`` (:mod:`vendors.nvidia.mps`).
+
+Sharing: ``mps`` (``sharing_modes``). ``configure_sharing`` hands the cards to the MPS supervisor; a
+card whose control daemon is starting, dead or failing is Unhealthy through the same health stream as
+NVML's events, and Allocate on an MPS pool adds what an MPS client needs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
 from hcs_deviceplugin.model import (
+    SHARING_OPTION,
     Card,
     ContainerEdits,
+    Health,
     HealthEvent,
     Inventory,
     LinkMatrix,
     NotSupportedError,
     Partition,
+    SharingRequest,
     Unit,
 )
-from vendors.nvidia import discovery, edits, mig, nvml
+from vendors.nvidia import discovery, edits, mig, mps, nvml
 from vendors.nvidia.health import HealthMonitor, HealthSettings, XidPolicy
 
 log = logging.getLogger(__name__)
@@ -65,7 +75,8 @@ _HEALTH_KEYS = frozenset(
         "retryBackoffMaxSeconds",
     }
 )
-OPTION_KEYS = frozenset({"library"}) | _EDIT_KEYS | _HEALTH_KEYS
+_MPS_KEYS = frozenset({"mpsControl", "mpsRoot", "mpsCheckSeconds", "mpsRetrySeconds"})
+OPTION_KEYS = frozenset({"library"}) | _EDIT_KEYS | _HEALTH_KEYS | _MPS_KEYS
 
 
 def _number(options: Mapping[str, str], key: str, default: float) -> float:
@@ -84,6 +95,7 @@ class NvidiaSettings:
     library: str | None = None
     edit_defaults: edits.EditOptions = field(default_factory=edits.EditOptions)
     health: HealthSettings = field(default_factory=HealthSettings)
+    mps: mps.MpsSettings = field(default_factory=mps.MpsSettings)
 
     @staticmethod
     def parse(options: Mapping[str, str], environ: Mapping[str, str]) -> NvidiaSettings:
@@ -109,6 +121,12 @@ class NvidiaSettings:
             library=options.get("library") or environ.get(LIBRARY_ENV) or None,
             edit_defaults=edits.parse_edit_options({k: v for k, v in options.items() if k in _EDIT_KEYS}),
             health=health,
+            mps=mps.MpsSettings(
+                control=options.get("mpsControl") or None,
+                root=options.get("mpsRoot") or mps.DEFAULT_ROOT,
+                check_seconds=_number(options, "mpsCheckSeconds", 1.0),
+                retry_seconds=_number(options, "mpsRetrySeconds", 5.0),
+            ),
         )
 
 
@@ -131,6 +149,7 @@ class NvidiaBackend:
     name = "nvidia"
     cdi_class = "gpu"
     """Our CDI specs name these devices ``hcs.deckhouse.io/gpu=<UUID>`` (see hcs_deviceplugin/cdi)."""
+    sharing_modes = frozenset({mps.MODE})
 
     def __init__(self, config: BackendConfig, settings: NvidiaSettings, library: str) -> None:
         self._config = config
@@ -140,7 +159,16 @@ class NvidiaBackend:
         self._state_lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
         self._unhealthy: dict[str, str] = {}
+        self._mps_unhealthy: dict[str, str] = {}
+        self._sink: queue.Queue[HealthEvent | None] | None = None
         self._closed = False
+        self._mps = mps.MpsSupervisor(
+            settings.mps,
+            config.host_root,
+            lambda: self._snapshot.cards if self._snapshot else {},
+            self._mps_health,
+            config.stop,
+        )
 
     # -- Backend protocol -------------------------------------------------------------------------
 
@@ -162,14 +190,45 @@ class NvidiaBackend:
                 return discovery.with_health(previous, everything)
             with self._state_lock:
                 self._snapshot = _Snapshot.of(found)
-                unhealthy = dict(self._unhealthy)
+                unhealthy = {**self._mps_unhealthy, **self._unhealthy}
         return discovery.with_health(found, unhealthy)
 
     def health_events(self) -> Iterator[HealthEvent]:
+        """NVML's events (:class:`HealthMonitor`, on a thread of its own) and the MPS supervisor's, as
+        one stream; it ends when the monitor does (on ``stop``)."""
         monitor = HealthMonitor(
             self._inventory, self._settings.health, self._config.stop, self._health_changed
         )
-        return monitor.events()
+        sink: queue.Queue[HealthEvent | None] = queue.Queue()
+
+        def pump() -> None:
+            try:
+                for event in monitor.events():
+                    with self._state_lock:
+                        mps_down = self._mps_unhealthy.get(event.device_id)
+                    if event.health is Health.HEALTHY and mps_down is not None:
+                        log.info("card %s answers NVML again; still Unhealthy: %s", event.device_id, mps_down)
+                        continue  # the MPS verdict stands until the supervisor lifts it
+                    sink.put(event)
+            finally:
+                sink.put(None)
+
+        with self._state_lock:
+            self._sink = sink
+            pending = [HealthEvent(card, Health.UNHEALTHY, why) for card, why in self._mps_unhealthy.items()]
+        for event in pending:
+            sink.put(event)
+        threading.Thread(target=pump, name="nvidia-health", daemon=True).start()
+        return self._drain(sink)
+
+    @staticmethod
+    def _drain(sink: queue.Queue[HealthEvent | None]) -> Iterator[HealthEvent]:
+        while (event := sink.get()) is not None:
+            yield event
+
+    def configure_sharing(self, requests: Mapping[str, SharingRequest]) -> None:
+        """Cards to share by MPS now (the core's :class:`SharingRequest`); returns at once."""
+        self._mps.configure(requests)
 
     def container_edits(
         self, units: Sequence[Unit], options: Mapping[str, str] | None = None
@@ -179,7 +238,20 @@ class NvidiaBackend:
         if snapshot is None:
             raise ValueError("container_edits before discover(): no NVIDIA cards are known yet")
         edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
-        return edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
+        result = edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
+        if options is not None and options.get(SHARING_OPTION) == mps.MODE:
+            result = result.merged(self._mps_edits(units))
+        return result
+
+    def _mps_edits(self, units: Sequence[Unit]) -> ContainerEdits:
+        """An MPS client's env and mounts (:class:`mps.MpsClient`); refused while a daemon is not up."""
+        merged = ContainerEdits()
+        for card_id in dict.fromkeys(u.card_id for u in units):
+            client = self._mps.client(card_id)
+            if client is None:
+                raise ValueError(f"card {card_id}: its MPS control daemon is not running")
+            merged = merged.merged(ContainerEdits(env=client.env(), mounts=client.mounts()))
+        return merged
 
     def cdi_edits(self, units: Sequence[Unit]) -> ContainerEdits:
         """What our CDI spec entry of a GPU or MIG device holds: its device nodes, whatever a pool's
@@ -235,6 +307,23 @@ class NvidiaBackend:
             log.warning("NVIDIA discovery failed: %s", err)
             return Inventory()
 
+    def _mps_health(self, card_id: str, reason: str | None) -> None:
+        """The MPS supervisor's verdict on a card: an event on the health stream when it changes."""
+        with self._state_lock:
+            if self._mps_unhealthy.get(card_id) == reason or (
+                reason is None and card_id not in self._mps_unhealthy
+            ):
+                return
+            if reason is None:
+                del self._mps_unhealthy[card_id]
+                health = Health.HEALTHY if card_id not in self._unhealthy else None
+            else:
+                self._mps_unhealthy[card_id] = reason
+                health = Health.UNHEALTHY
+            sink = self._sink
+        if health is not None and sink is not None:
+            sink.put(HealthEvent(card_id, health, reason or "MPS control daemon running"))
+
     def _health_changed(self, device_id: str, reason: str | None) -> None:
         with self._state_lock:
             if reason is None:
@@ -245,7 +334,10 @@ class NvidiaBackend:
 
 def create_backend(config: BackendConfig) -> NvidiaBackend:
     """Load and initialise NVML; BackendAbsent (with the reason) when the library or driver is missing."""
-    settings = NvidiaSettings.parse(config.options, os.environ)
+    try:
+        settings = NvidiaSettings.parse(config.options, os.environ)
+    except ValueError as err:  # a misspelt option is the operator's mistake, not missing hardware
+        raise BackendOptionError(str(err)) from None
     try:
         library = nvml.open_library(settings.library, config.host_root)
     except nvml.LibraryUnavailable as err:

@@ -44,7 +44,15 @@ def health_stream(
         for card_id, (health, why) in sorted(now.items()):
             if known.get(card_id) != health:
                 known[card_id] = health
-                log.info("card %s %s: %s (woken by %s)", card_id, health, why or "ok", reason)
+                log.log(
+                    logging.WARNING if health is Health.UNHEALTHY else logging.INFO,
+                    "card %s %s: %s (woken by %s)",
+                    card_id,
+                    health,
+                    why or "ok",
+                    reason,
+                    extra={"card": card_id, "health": str(health), "reason": why or "ok"},
+                )
                 yield HealthEvent(card_id, health, why)
         if new_cards is None:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
+from hcs_deviceplugin.backend import BackendConfig, BackendOptionError
 from vendors.simulated.backend import SimulatedBackend
 from vendors.simulated.description import (
     BUILTIN_PREFIX,
@@ -55,11 +55,14 @@ def node_reference(config: BackendConfig) -> str:
     unknown = sorted(set(config.options) - KNOWN_OPTIONS)
     if unknown:
         known = ", ".join(sorted(KNOWN_OPTIONS))
-        raise BackendAbsent(f"simulated backend: unknown option(s) {', '.join(unknown)} (known: {known})")
+        raise BackendOptionError(
+            f"simulated backend: unknown option(s) {', '.join(unknown)} (known: {known})"
+        )
     chosen = config.options.get(NODE_OPTION) or os.environ.get(NODE_ENV)
     return chosen or f"{BUILTIN_PREFIX}{DEFAULT_NODE}"
 
 
 def create_backend(config: BackendConfig) -> SimulatedBackend:
-    """The entry-point factory; raises BackendAbsent when the node description cannot be used."""
+    """The entry-point factory; BackendAbsent when the node description cannot be used,
+    BackendOptionError for an option it does not know."""
     return SimulatedBackend(load_node_description(node_reference(config)), stop=config.stop)

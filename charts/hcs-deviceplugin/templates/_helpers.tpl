@@ -17,6 +17,20 @@
 {{- end }}
 {{- end }}
 
+{{/* The namespace of every namespaced object: namespaceOverride, else the release's. */}}
+{{- define "hcs-deviceplugin.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* repository:tag, or repository@digest when image.digest is set (the digest then decides alone). */}}
+{{- define "hcs-deviceplugin.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{- define "hcs-deviceplugin.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -47,7 +61,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The namespace the pool ConfigMaps are watched (and Events written) in. */}}
 {{- define "hcs-deviceplugin.kubeNamespace" -}}
-{{- default .Release.Namespace .Values.apiSource.kubeNamespace }}
+{{- default (include "hcs-deviceplugin.namespace" .) .Values.apiSource.kubeNamespace }}
 {{- end }}
 
 {{- define "hcs-deviceplugin.kubeLabelSelector" -}}
@@ -68,11 +82,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- join "," $enabled }}
 {{- end }}
 
-{{/* "true" when an enabled vendor needs a privileged container, else "". */}}
+{{/*
+"true" when at least one enabled vendor needs a privileged container, else "". Printed once, however
+many vendors ask: callers compare the output with "true".
+*/}}
 {{- define "hcs-deviceplugin.privileged" -}}
+{{- $privileged := false }}
 {{- range $name, $vendor := .Values.vendors }}
-{{- if and $vendor.enabled $vendor.privileged }}true{{- end }}
+{{- if and $vendor.enabled $vendor.privileged }}
+{{- $privileged = true }}
 {{- end }}
+{{- end }}
+{{- if $privileged }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -97,4 +118,57 @@ path (vendors may share one, e.g. /usr/lib), sorted by path so the output is sta
   type: {{ index $byPath $path | quote }}
   mountPath: {{ printf "%s%s" $root $path }}
 {{- end }}
+{{- end }}
+
+{{/*
+The pod's securityContext: seccomp RuntimeDefault, then podSecurityContext on top (each key given
+replaces the chart's, e.g. seLinuxOptions on SELinux hosts).
+*/}}
+{{- define "hcs-deviceplugin.podSecurityContext" -}}
+{{- $context := dict "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- range $key, $value := .Values.podSecurityContext }}
+{{- $_ := set $context $key $value }}
+{{- end }}
+{{- toYaml $context }}
+{{- end }}
+
+{{/*
+The container's securityContext. Privileged when an enabled vendor asks, else unprivileged with every
+capability dropped (plus securityContext.addCapabilities); root with a read-only root filesystem either
+way. containerSecurityContext goes on top, each key given replacing the chart's. The one mix the API
+refuses, privileged with allowPrivilegeEscalation false, fails the render instead.
+*/}}
+{{- define "hcs-deviceplugin.containerSecurityContext" -}}
+{{- $privileged := eq (include "hcs-deviceplugin.privileged" .) "true" }}
+{{- $context := dict
+  "privileged" $privileged
+  "readOnlyRootFilesystem" true
+  "runAsNonRoot" false
+  "runAsUser" .Values.securityContext.runAsUser
+  "runAsGroup" .Values.securityContext.runAsGroup
+  "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- if not $privileged }}
+{{- $capabilities := dict "drop" (list "ALL") }}
+{{- with .Values.securityContext.addCapabilities }}
+{{- $_ := set $capabilities "add" . }}
+{{- end }}
+{{- $_ := set $context "allowPrivilegeEscalation" false }}
+{{- $_ := set $context "capabilities" $capabilities }}
+{{- end }}
+{{- range $key, $value := .Values.containerSecurityContext }}
+{{- $_ := set $context $key $value }}
+{{- end }}
+{{- if and $privileged (eq (toString (get $context "allowPrivilegeEscalation")) "false") }}
+{{- fail "hcs-deviceplugin: containerSecurityContext.allowPrivilegeEscalation=false conflicts with a privileged vendor (the API refuses both together); drop it or set vendors.<name>.privileged=false" }}
+{{- end }}
+{{- toYaml $context }}
+{{- end }}
+
+{{/* An alert's labels: (list SEVERITY EXTRA) gives severity, then prometheusRule.alertLabels over it. */}}
+{{- define "hcs-deviceplugin.alertLabels" -}}
+{{- $labels := dict "severity" (index . 0) }}
+{{- range $key, $value := index . 1 }}
+{{- $_ := set $labels $key $value }}
+{{- end }}
+{{- toYaml $labels }}
 {{- end }}

@@ -2,7 +2,7 @@
 
 Run from the repository root on a GPU machine (no kubelet needed; everything lives in a temp dir):
 
-    PYTHONPATH=. python3 vendors/nvidia/tools/serve_real.py [--slices 4] [--health-seconds 5]
+    PYTHONPATH=. python3 tools/nvidia/serve_real.py [--slices 4] [--health-seconds 5]
 
 It discovers the GPUs with the real backend, writes a native pools file with one time-sliced pool of
 every GPU, starts the daemon and the kubelet simulator on real unix sockets, allocates through
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import yaml
 from google.protobuf.json_format import MessageToDict
