@@ -81,7 +81,7 @@ def island_quality(cards: int, trials: int, rng: random.Random) -> str:
     node = island_node(cards)
     topology = Topology.build(node.cards, node.links)
     units = node.whole()
-    chosen_off = forced_off = compared = 0
+    chosen_off = forced_off = forced_links_off = compared = 0
     for _ in range(trials):
         available = [c for c in node.ids if rng.random() >= 0.25]
         candidates = tuple(sorted(topology.position[c] for c in available))
@@ -92,11 +92,13 @@ def island_quality(cards: int, trials: int, rng: random.Random) -> str:
         compared += 1
         chosen = sorted(topology.position[c] for c in topology.preferred(available, [], 8, units))
         chosen_off += objective.key(chosen) != objective.key(best)
-        forced_off += objective.key(improved(objective, 8)) != objective.key(best)
+        forced = improved(objective, 8)
+        forced_off += objective.key(forced) != objective.key(best)
+        forced_links_off += objective.prefix(forced) != objective.prefix(best)
     return (
         f"allocator quality {cards}-card island node, 8 of a random 3/4 free: differs from the"
         f" exhaustive reference in {chosen_off}/{compared} answers (greedy search forced:"
-        f" {forced_off}/{compared})"
+        f" {forced_off}/{compared}, in load/groups/links {forced_links_off}/{compared})"
     )
 
 

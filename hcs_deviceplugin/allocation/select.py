@@ -342,19 +342,21 @@ def _seeds(objective: Objective, count: int) -> list[int]:
     One seed per island of every level (``linkGroup``, fabric component, NUMA node, host bridge,
     switch, module), so the island a good answer lives in is seeded however many islands a large
     node has. Islands are ranked by what they can give, never by position: first those with enough
-    free cards for the whole request, then by the link quality of their best card, then the finer
-    level, then the tighter fit (fewest free cards beyond the request: what is left stays whole).
-    The seed of an island is its most strongly linked free card. Then, while the budget lasts, the
-    cards with the strongest single link, where an irregular topology's best sets start.
+    free cards for the whole request (every one of them is seeded, budget or not), then by the link
+    quality of their best card, then the tightest fit (fewest free cards beyond the request: the
+    smallest island that holds it, and what is left stays whole). The seed of an island is its most
+    strongly linked free card. Then, while the budget lasts, the cards with the strongest single
+    link, where an irregular topology's best sets start.
     """
     budget = GREEDY_WORK // max(1, len(objective.candidates) * count)
-    limit = max(MIN_SEEDS, min(MAX_SEEDS, budget))
     strongest = objective.topology.strongest
     ranked: list[tuple[tuple[int, ...], int]] = []
-    for li, cards in _islands(objective):
+    for _, cards in _islands(objective):
         seed = min(cards, key=lambda c: (-strongest[c], c))
         fits = len(cards) >= count
-        ranked.append(((int(fits), strongest[seed], li, -len(cards) if fits else len(cards), -seed), seed))
+        ranked.append(((int(fits), strongest[seed], -len(cards) if fits else len(cards), -seed), seed))
+    fitting = sum(rank[0] for rank, _ in ranked)
+    limit = max(MIN_SEEDS, min(MAX_SEEDS, max(budget, fitting)))
     seeds: list[int] = []
     for _, seed in sorted(ranked, reverse=True):
         if seed not in seeds:
