@@ -27,7 +27,7 @@ tests compare it with an independent enumeration on 64-, 96- and 128-card nodes)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hcs_deviceplugin.allocation.links import SINGLE_CARD
 
@@ -48,11 +48,26 @@ class Block:
     islands: tuple[int, ...]
 
 
+Part = tuple[int, int, tuple[int, ...]]
+"""The best choice of some free cards inside one block: (sum of pair scores, leftover code, cards)."""
+
+
 @dataclass(frozen=True)
 class Hierarchy:
-    """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root."""
+    """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
+
+    ``tables`` and ``sums`` keep the knapsack tables of blocks with every card free and none
+    must-include, per request count and protected sizes: they depend on nothing else, and on a
+    node where a quarter of the cards are busy most switches and bridges, and many islands, are
+    whole. At most :data:`_WHOLE_TABLES` are kept.
+    """
 
     blocks: tuple[Block, ...]
+    parents: tuple[int, ...] = ()
+    tables: dict[tuple[int, int, tuple[int, ...]], dict[int, Part]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    sums: dict[tuple[int, int], list[int]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def root(self) -> int:
@@ -157,12 +172,9 @@ def _blocks(
         tuple(
             Block(tuple(c), children[i], scores[i], parents[i], tuple(islands[i]))
             for i, c in enumerate(cards)
-        )
+        ),
+        tuple(parents),
     )
-
-
-Part = tuple[int, int, tuple[int, ...]]
-"""The best choice of some free cards inside one block: (sum of pair scores, leftover code, cards)."""
 
 
 def _better(a: Part, b: Part) -> bool:
@@ -220,6 +232,9 @@ class Islands:
 
 
 _DIGIT = 32
+
+_WHOLE_TABLES = 4096
+"""Most tables of whole blocks kept per topology before they are dropped and rebuilt."""
 """Bits per leftover entry in :meth:`Islands.code`: an entry's sum over a node stays far below 2**31."""
 
 
@@ -232,25 +247,23 @@ def solve(
 ) -> tuple[int, ...]:
     """The exact best ``count`` candidates to add to ``fixed`` (sorted positions); see module doc."""
     blocks = hierarchy.blocks
+    parents = hierarchy.parents
     n_blocks = len(blocks)
     free = [0] * n_blocks
     held = [0] * n_blocks
-    for c in candidates:
-        free[c] = 1
-    for f in fixed:
-        held[f] = 1
-    for i in range(n_blocks):
-        kids = blocks[i].children
-        if kids:
-            free[i] = sum(free[k] for k in kids)
-            held[i] = sum(held[k] for k in kids)
+    for counts, cards in ((free, candidates), (held, fixed)):
+        for c in cards:
+            b = c
+            while b >= 0:
+                counts[b] += 1
+                b = parents[b]
     need_held = len(fixed)
     feasible = [held[i] == need_held and free[i] >= count for i in range(n_blocks)]
     deepest = [i for i in range(n_blocks) if feasible[i] and not any(feasible[k] for k in blocks[i].children)]
     if not deepest:
         return ()
     best_score = max(blocks[i].score for i in deepest)
-    solver = _Knapsack(blocks, free, held, count, islands)
+    solver = _Knapsack(hierarchy, free, held, count, islands)
     strongest = [i for i in deepest if blocks[i].score == best_score]
     if len(strongest) > 1:  # the sums first, in plain integers: most blocks lose there already
         totals = {i: solver.totals(i)[count] for i in strongest}
@@ -277,14 +290,35 @@ class _Knapsack:
     """Per block, the best :class:`Part` for each number of added cards (up to the request)."""
 
     def __init__(
-        self, blocks: Sequence[Block], free: Sequence[int], held: Sequence[int], count: int, islands: Islands
+        self, hierarchy: Hierarchy, free: Sequence[int], held: Sequence[int], count: int, islands: Islands
     ) -> None:
-        self.blocks, self.free, self.held, self.count, self.islands = blocks, free, held, count, islands
+        self.blocks, self.free, self.held = hierarchy.blocks, free, held
+        self.count, self.islands = count, islands
+        self.tables, self.sums = hierarchy.tables, hierarchy.sums
+        self.sizes = islands.sizes if islands.width else ()
 
     def part(self, block: int) -> Part | None:
-        return self._table(block).get(self.count)
+        """The best part of exactly the request's count inside ``block`` (only that entry is built)."""
+        if self._is_whole(block):
+            return self._table(block).get(self.count)
+        return self._build_table(block, exactly=self.count).get(self.count)
+
+    def _is_whole(self, block: int) -> bool:
+        return not self.held[block] and self.free[block] == len(self.blocks[block].cards)
 
     def _table(self, block: int) -> dict[int, Part]:
+        if self._is_whole(block):
+            key = (block, self.count, self.sizes)
+            known = self.tables.get(key)
+            if known is None:
+                if len(self.tables) > _WHOLE_TABLES:
+                    self.tables.clear()  # a bound, not a policy: requests of many sizes on one node
+                known = self.tables[key] = self._build_table(block)
+            return known
+        return self._build_table(block)
+
+    def _build_table(self, block: int, exactly: int | None = None) -> dict[int, Part]:
+        """The block's table; with ``exactly``, only what can still add up to that many cards."""
         b = self.blocks[block]
         if not b.children:
             table: dict[int, Part] = {0: (0, 0, ())}
@@ -294,37 +328,48 @@ class _Knapsack:
         acc: dict[int, Part] = {0: (0, 0, ())}
         acc_held = 0
         limit = self.count
-        for kid in b.children:
-            if not self.free[kid] and not self.held[kid]:
-                continue  # nothing of it can be in the set: it adds nothing
+        kids = [k for k in b.children if self.free[k] or self.held[k]]  # the others add nothing
+        later = sum(self.free[k] for k in kids)
+        for kid in kids:
             sub = self._table(kid) if self.free[kid] else {0: (self._held_total(kid), 0, ())}
             kid_held = self.held[kid]
+            later -= self.free[kid]
+            lowest = -1 if exactly is None else exactly - later  # fewer cannot be filled up any more
             merged: dict[int, Part] = {}
             for c1, (t1, l1, k1) in acc.items():
                 m1 = (c1 + acc_held) * b.score
                 for c2, (t2, l2, k2) in sub.items():
                     c = c1 + c2
-                    if c > limit:
+                    if c > limit or c < lowest:
                         continue
-                    part = (
-                        t1 + t2 + m1 * (c2 + kid_held),
-                        l1 + l2,
-                        tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2,
-                    )
+                    cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
+                    part = (t1 + t2 + m1 * (c2 + kid_held), l1 + l2, cards)
                     known = merged.get(c)
                     if known is None or _better(part, known):
                         merged[c] = part
             acc = merged
             acc_held += kid_held
         if self.islands.width and b.islands:
-            size, free = len(b.cards), self.free[block]
+            size, free, code = len(b.cards), self.free[block], self.islands.code
             for c, (t, left, cards) in list(acc.items()):
-                change = sum(self.islands.code(level, free, size, c) for level in b.islands)
+                change = 0
+                for level in b.islands:
+                    change += code(level, free, size, c)
                 acc[c] = (t, left + change, cards)
         return acc
 
     def totals(self, block: int) -> list[int]:
         """Only the best sum of pair scores per number of added cards (-1: impossible)."""
+        if self._is_whole(block):
+            known_sums = self.sums.get((block, self.count))
+            if known_sums is None:
+                if len(self.sums) > _WHOLE_TABLES:
+                    self.sums.clear()
+                known_sums = self.sums[block, self.count] = self._build_totals(block)
+            return known_sums
+        return self._build_totals(block)
+
+    def _build_totals(self, block: int) -> list[int]:
         b = self.blocks[block]
         if not b.children:
             return [0, 0] if self.free[block] else [0]

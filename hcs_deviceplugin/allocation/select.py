@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -90,8 +91,11 @@ class Objective:
             (pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :]), default=SINGLE_CARD
         )
         self.fixed_sum = sum(pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :])
-        self.to_fixed_min = [min((pair[x][f] for f in fixed), default=SINGLE_CARD) for x in range(n)]
-        self.to_fixed_sum = [sum(pair[x][f] for f in fixed) for x in range(n)]
+        self.to_fixed_min = [SINGLE_CARD] * n
+        self.to_fixed_sum = [0] * n
+        for f in fixed:  # row by row, in C: requests with many must-include (or settled) cards
+            self.to_fixed_min = list(map(min, self.to_fixed_min, pair[f]))
+            self.to_fixed_sum = list(map(operator.add, self.to_fixed_sum, pair[f]))
         self.fixed_groups = {topology.group[f] for f in fixed}
         self.fixed_modules = {topology.module[f] for f in fixed}
         self.fixed_load_sum = sum(self.load[f] for f in fixed)
