@@ -114,7 +114,7 @@ class Topology:
         links: LinkMatrix | None = None,
         units: Iterable[Unit] | Mapping[str, Unit] = (),
     ) -> Topology:
-        """Precompute everything per-request work needs; O(cards²) once.
+        """Precompute everything per-request work needs, the tree of blocks included; O(cards²) once.
 
         ``units`` only adds cards that ``cards`` does not name (a pool without an inventory at hand)
         and fills in their NUMA node.
@@ -128,7 +128,9 @@ class Topology:
             elif infos[unit.card_id].numa_node is None and unit.numa_node is not None:
                 known = infos[unit.card_id]
                 infos[unit.card_id] = CardInfo(known.id, known.index, unit.numa_node, known.attributes)
-        return _build(tuple(infos.values()), links or LinkMatrix())
+        topology = _build(tuple(infos.values()), links or LinkMatrix())
+        _ = topology.hierarchy  # built here, when a pool's cards change, not on its first request
+        return topology
 
     def covering(self, units: Mapping[str, Unit]) -> Topology:
         """This topology, or one extended with the cards of ``units`` it does not know yet."""
