@@ -246,15 +246,38 @@ class _BranchAndBound:
         self.tied: list[tuple[int, ...]] = []
         self.chosen: list[int] = []
 
-    def head(self) -> Key:
-        """Items 1-2 as they stand: an upper bound for every completion of the set so far."""
+    def head(self, start: int, left: int) -> Key:
+        """Items 1-2 of the best completion at most: an upper bound for every completion."""
         t = self.topology
-        groups = -len(self.groups) if t.has_groups else 0
-        modules = -len(self.modules) if t.has_modules else 0
+        groups = -self._at_least(t.group, self.groups, start, left) if t.has_groups else 0
+        modules = -self._at_least(t.module, self.modules, start, left) if t.has_modules else 0
         return (*self.constant, groups, modules)
 
+    def _at_least(self, labels: Sequence[str], touched: Counter[str], start: int, left: int) -> int:
+        """Islands of one hard level (groups or modules) the finished set spans at least.
+
+        Those already touched, plus the fewest untouched ones whose candidates (from ``start`` on)
+        hold the cards the touched ones cannot: largest first, which is exact for a count.
+        """
+        if not left:
+            return len(touched)
+        spare = 0
+        others: Counter[str] = Counter()
+        for c in self.cands[start:]:
+            if labels[c] in touched:
+                spare += 1
+            else:
+                others[labels[c]] += 1
+        need, extra = left - spare, 0
+        for size in sorted(others.values(), reverse=True):
+            if need <= 0:
+                break
+            extra += 1
+            need -= size
+        return len(touched) + extra
+
     def visit(self, start: int, left: int, bottleneck: int, total: int) -> None:
-        head = self.head()
+        head = self.head(start, left)
         if left == 0:
             k = (*head, bottleneck, total)
             if k > self.best:
