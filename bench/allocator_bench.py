@@ -16,7 +16,8 @@ optimum of the same objective; also the sum of pair scores, and the same ratios 
 search forced on the same inputs and for plain greedy, to show what the exact search buys. Then, on
 64-, 96- and 128-card island nodes with a random quarter held, how many 8-card answers differ in
 key from the independent reference of ``tests/allocator/islands.py`` (the chosen answer, and the
-greedy search forced on the same request).
+greedy search forced on the same request, in the whole key and in the weakest pair: 7 cards in one
+island plus one across PCIe is a weakest-pair miss).
 """
 
 from __future__ import annotations
@@ -97,11 +98,11 @@ def island_quality(cards: int, trials: int, rng: random.Random) -> str:
         chosen_off += objective.key(chosen) != objective.key(best)
         forced = improved(objective, 8)
         forced_off += objective.key(forced) != objective.key(best)
-        forced_links_off += objective.prefix(forced) != objective.prefix(best)
+        forced_links_off += objective.prefix(forced)[:5] != objective.prefix(best)[:5]
     return (
         f"allocator quality {cards}-card island node, 8 of a random 3/4 free: differs from the"
         f" exhaustive reference in {chosen_off}/{compared} answers (greedy search forced:"
-        f" {forced_off}/{compared}, in load/groups/links {forced_links_off}/{compared})"
+        f" {forced_off}/{compared}, in its weakest pair {forced_links_off}/{compared})"
     )
 
 

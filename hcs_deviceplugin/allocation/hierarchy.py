@@ -4,8 +4,9 @@ Most large nodes are built in levels: GPUs behind a PCIe switch, switches behind
 bridges in an NVLink island, islands on a NUMA node, NUMA nodes on the board. Their pair scores are
 then *ultrametric*: the score of two cards depends only on the smallest block holding both, and it
 rises strictly from the board down to a switch pair. :func:`build` recognises such a node once per
-topology (O(cards²), cached on the :class:`~.topology.Topology`) and returns the tree of blocks, or
-``None`` when the node is not built that way (then :mod:`.select` searches as before).
+topology (O(cards²), in ``Topology.build``, kept on the topology) and returns the tree of blocks,
+or ``None`` when the node is not built that way; then, and on nodes that declare ``linkGroup`` or
+``linkModule`` (those terms come before links in the key), :mod:`.select` searches instead.
 
 Why the tree makes the objective easy (see :mod:`.select` for the key):
 
