@@ -337,8 +337,9 @@ def improved(objective: Objective, count: int) -> tuple[int, ...]:
     for seed in _seeds(objective, count):
         results.add(tuple(sorted(_grow(objective, [seed], count, lookahead=True))))
     ranked = sorted(results, key=objective.key, reverse=True)
-    repaired = [_improve(objective, list(r)) for r in ranked[:LOCAL_SEARCH_STARTS]]
-    return max((tuple(sorted(r)) for r in repaired), key=objective.key)
+    repaired = [_repair(objective, list(r)) for r in ranked[:LOCAL_SEARCH_STARTS]]
+    best = max((sorted(r) for r in repaired), key=objective.key)
+    return tuple(sorted(_improve(objective, best)))
 
 
 def _improve(objective: Objective, members: list[int]) -> list[int]:
@@ -404,8 +405,11 @@ def _swap_islands(objective: Objective, members: list[int]) -> list[int] | None:
     grown greedily next to the rest of the set), on every island level.
     """
     current = sorted(members)
-    best_key, best_set = objective.key(current), None
+    current_key = objective.key(current)
+    best_key, best_set = current_key, None
+    body = len(current_key) - len(current)  # the key before its position tie-break
     levels = objective.topology.levels
+    tried: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
     for li, cards in _islands(objective):
         level = levels[li]
         island = level[cards[0]]
@@ -415,11 +419,16 @@ def _swap_islands(objective: Objective, members: list[int]) -> list[int] | None:
             rest = [m for m in current if level[m] != out_island]
             moved = len(current) - len(rest)
             within = [c for c in cards if c not in rest]
-            if len(within) < moved:
-                continue
+            move = (tuple(rest), tuple(within))
+            if len(within) < moved or move in tried:
+                continue  # too small, or the same move on another level with the same cards
+            tried.add(move)
             grown = sorted(_grow(objective, rest, len(current), lookahead=True, within=within))
+            prefix = objective.prefix(grown)
+            if prefix < best_key[: len(prefix)]:
+                continue
             k = objective.key(grown)
-            if k > best_key:
+            if k[:body] > current_key[:body] and k > best_key:  # positions alone: no move
                 best_key, best_set = k, grown
     return best_set
 
