@@ -1,8 +1,9 @@
 """Topology-aware choice of units for ``GetPreferredAllocation``, vendor-neutral and pure.
 
 ``links`` scores card pairs and sets, ``topology`` precomputes a node's scores and islands (and
-documents what a backend may provide), ``select`` searches card sets, ``policy`` maps kubelet's unit
-ids to cards and back. :mod:`hcs_deviceplugin.allocator` is the public entry.
+documents what a backend may provide), ``hierarchy`` solves nodes built in levels exactly,
+``select`` holds the objective and searches card sets, ``policy`` maps kubelet's unit ids to cards
+and back. :mod:`hcs_deviceplugin.allocator` is the public entry.
 """
 
 from hcs_deviceplugin.allocation.links import SetScore, pair_score, set_score

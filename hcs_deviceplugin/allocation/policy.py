@@ -100,36 +100,56 @@ def _whole_cards(
 
 
 class _Picker:
-    """The shared-pool bookkeeping of one request: free units per card, picks per card and part."""
+    """The shared-pool bookkeeping of one request: free units per card, picks per card and part.
+
+    Offered ids are only bucketed by card up front (one pass); a card's ids are grouped by part
+    (its partition, or the card itself for its replicas) and sorted the first time the card is
+    taken from, so a request over hundreds of units sorts only the few cards it uses.
+    """
 
     def __init__(self, topo: Topology, known: Sequence[str], must: Sequence[str], units: Mapping[str, Unit]):
         self.topo, self.units = topo, units
         self.by_card: dict[int, list[str]] = {}
-        for uid in sorted(known):
-            self.by_card.setdefault(topo.position[units[uid].card_id], []).append(uid)
+        position = topo.position
+        for uid in known:
+            self.by_card.setdefault(position[units[uid].card_id], []).append(uid)
+        self.left = {card: len(ids) for card, ids in self.by_card.items()}
+        self.parts: dict[int, dict[str, list[str]]] = {}
         self.card_picks: Counter[int] = Counter()
         self.part_picks: Counter[str] = Counter()
         for uid in must:
             unit = units.get(uid)
             if unit is not None:
-                self.card_picks[topo.position[unit.card_id]] += 1
+                self.card_picks[position[unit.card_id]] += 1
                 self.part_picks[unit.hardware_id] += 1
         self.picked: list[str] = []
 
     def eligible(self) -> list[int]:
-        return [p for p, left in self.by_card.items() if left]
+        return [p for p, n in self.left.items() if n]
+
+    def _parts_of(self, card: int) -> dict[str, list[str]]:
+        parts = self.parts.get(card)
+        if parts is None:
+            parts = {}
+            for uid in self.by_card[card]:
+                parts.setdefault(self.units[uid].hardware_id, []).append(uid)
+            for ids in parts.values():
+                ids.sort(reverse=True)  # lowest last, popped first
+            self.parts[card] = parts
+        return parts
 
     def take(self, card: int, hw_load: Mapping[str, int]) -> None:
-        left = self.by_card[card]
+        """The least used part of the card (fewest picks, then least load), its lowest free id."""
+        parts = self._parts_of(card)
 
-        def rank(uid: str) -> tuple[int, int, str]:
-            part = self.units[uid].hardware_id
-            return (self.part_picks[part], hw_load.get(part, 0), uid)
+        def rank(part: str) -> tuple[int, int, str]:
+            return (self.part_picks[part], hw_load.get(part, 0), parts[part][-1])
 
-        uid = min(left, key=rank)
-        left.remove(uid)
+        part = min((p for p, ids in parts.items() if ids), key=rank)
+        uid = parts[part].pop()
+        self.left[card] -= 1
         self.card_picks[card] += 1
-        self.part_picks[self.units[uid].hardware_id] += 1
+        self.part_picks[part] += 1
         self.picked.append(uid)
 
 
@@ -142,9 +162,14 @@ def _shared(
     free: set[str],
     policy: ReplicaPolicy,
 ) -> list[str]:
-    hw_load = hardware_load(units, free)
-    held = Counter(topo.position[u.card_id] for uid, u in units.items() if uid not in free)
-    load = tuple(held[p] for p in range(len(topo)))
+    hw_load: dict[str, int] = {}
+    held = [0] * len(topo)
+    position = topo.position
+    for uid, unit in units.items():  # one pass: what kubelet did not offer is held (see hardware_load)
+        if uid not in free:
+            hw_load[unit.hardware_id] = hw_load.get(unit.hardware_id, 0) + 1
+            held[position[unit.card_id]] += 1
+    load = tuple(held)
     picker = _Picker(topo, known, must, units)
     if policy is ReplicaPolicy.PACK:
         while len(picker.picked) < need and picker.eligible():

@@ -1,4 +1,4 @@
-"""Choosing a set of cards: the objective, an exact search for small inputs, greedy plus repair beyond.
+"""Choosing a set of cards: the objective, and the searches that find its best set.
 
 The objective is one key per candidate set, compared as a tuple (higher is better, first difference
 wins). Cards are topology positions (see :class:`~.topology.Topology`).
@@ -13,28 +13,43 @@ wins). Cards are topology positions (see :class:`~.topology.Topology`).
    :mod:`.topology`. Only its change is computed, which compares the same as the whole.
 5. Ties: the lexicographically smallest sorted positions.
 
-Search. When the number of possible sets is at most :data:`EXHAUSTIVE_BUDGET` (``C(12, 6)`` = 924,
-so any request over at most 12 free cards, and one card out of up to 924) every set is scored
-and the answer is the exact optimum. Beyond that: greedy growth from several seeds (the plain
-greedy from the must-include cards, plus seeds from the most promising islands and the most
-strongly linked cards, as many as :data:`GREEDY_WORK` allows), then best-improvement single swaps
-on the best few results. The plain greedy result is always among the candidates and swaps only ever
-improve the key, so the answer is never worse than the plain greedy's.
+Search, in order:
+
+* Load first (:func:`_settle_load`). Item 1 comes before everything, so every best set holds all
+  candidates less loaded than the ``count``-th least loaded one, and the rest from those loaded
+  exactly as much; the former are added up front and the search runs over the latter.
+* Hierarchical nodes (every pair scored by the smallest block holding both cards, every island a
+  block, no groups or modules declared): the exact tree programme of :mod:`.hierarchy`. Large
+  NVLink-island nodes are built this way; it costs a few hundred small steps per request.
+* Up to :data:`EXACT_CARDS` candidates, or at most :data:`EXHAUSTIVE_BUDGET` sets: branch and bound
+  over sets in position order (:func:`exact`). It prunes only sets whose key is provably below the
+  best found, so its answer is the one scoring every set would give.
+* Beyond (irregular large nodes): greedy growth from one seed per island of every level, ranked by
+  whether and how well the island holds the request (never by position), then single-card swaps
+  and whole-island swaps on the best few (:func:`improved`). Never below the plain greedy's answer;
+  not guaranteed optimal.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+import operator
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
+from hcs_deviceplugin.allocation import hierarchy
+from hcs_deviceplugin.allocation.hierarchy import Islands
 from hcs_deviceplugin.allocation.links import SINGLE_CARD
 from hcs_deviceplugin.allocation.topology import Topology
 
 EXHAUSTIVE_BUDGET = math.comb(12, 6)
-"""Most candidate sets scored one by one; above it the greedy search runs."""
+"""Beyond :data:`EXACT_CARDS` candidates, the most sets the exact search is trusted with."""
+
+EXACT_CARDS = 16
+"""Up to this many candidates the exact branch and bound always runs (at most ``C(16, 8)`` sets)."""
 
 GREEDY_WORK = 6_000
 """Rough number of candidate evaluations spent on greedy seeds (bounds latency on large nodes)."""
@@ -76,13 +91,19 @@ class Objective:
             (pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :]), default=SINGLE_CARD
         )
         self.fixed_sum = sum(pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :])
-        self.to_fixed_min = [min((pair[x][f] for f in fixed), default=SINGLE_CARD) for x in range(n)]
-        self.to_fixed_sum = [sum(pair[x][f] for f in fixed) for x in range(n)]
+        self.to_fixed_min = [SINGLE_CARD] * n
+        self.to_fixed_sum = [0] * n
+        for f in fixed:  # row by row, in C: requests with many must-include (or settled) cards
+            self.to_fixed_min = list(map(min, self.to_fixed_min, pair[f]))
+            self.to_fixed_sum = list(map(operator.add, self.to_fixed_sum, pair[f]))
         self.fixed_groups = {topology.group[f] for f in fixed}
         self.fixed_modules = {topology.module[f] for f in fixed}
         self.fixed_load_sum = sum(self.load[f] for f in fixed)
         self.fixed_load_max = max((self.load[f] for f in fixed), default=0)
         self.free = [self._free_counts(level) for level in topology.levels]
+        wanted = len(fixed) + request.count
+        self.sizes = tuple(sorted(set(topology.sizes) | ({wanted} if wanted > 1 else set()), reverse=True))
+        self.islands = Islands(self.sizes, len(topology.levels), request.fragmentation)
 
     def _free_counts(self, level: Sequence[int]) -> list[int]:
         counts = [0] * (max(level) + 1)
@@ -110,19 +131,17 @@ class Objective:
         return (-load_sum, -load_max, -groups, -modules, bottleneck, total)
 
     def leftover(self, added: Sequence[int]) -> Key:
-        """Item 4: the change in useful free capacity per size and level, then in partial islands."""
-        if not self.request.fragmentation or not self.topology.levels:
+        """Item 4: usable sets lost per protected size and level, then partial islands made."""
+        islands = self.islands
+        if not islands.width:
             return ()
-        taken = [Counter(level[a] for a in added) for level in self.topology.levels]
-        caps: list[int] = []
-        for s in self.topology.sizes:
-            for free, counts in zip(self.free, taken, strict=True):
-                caps.append(sum((free[i] - k) // s - free[i] // s for i, k in counts.items()))
-        partial = 0
-        for free, counts, sizes in zip(self.free, taken, self.topology.island_sizes, strict=True):
-            for i, k in counts.items():
-                partial += int(0 < free[i] - k < sizes[i]) - int(0 < free[i] < sizes[i])
-        return (*caps, -partial)
+        out = [0] * islands.width
+        for li, (level, free, sizes) in enumerate(
+            zip(self.topology.levels, self.free, self.topology.island_sizes, strict=True)
+        ):
+            for i, k in Counter(level[a] for a in added).items():
+                islands.add_change(out, li, free[i], sizes[i], k)
+        return tuple(out)
 
     def key(self, added: Sequence[int]) -> Key:
         """The whole key (items 1-5) of adding ``added``."""
@@ -136,29 +155,175 @@ class Objective:
 
 
 def choose(topology: Topology, request: CardRequest) -> tuple[int, ...]:
-    """The best ``count`` candidates to add (sorted positions): exact when small, greedy beyond."""
+    """The best ``count`` candidates to add (sorted positions); see the module doc for the search."""
     objective = Objective(topology, request)
     count = min(request.count, len(objective.candidates))
     if count <= 0:
         return ()
-    if math.comb(len(objective.candidates), count) <= EXHAUSTIVE_BUDGET:
-        return exhaustive(objective, count)
+    settled, objective, count = _settle_load(objective, count)
+    if count <= 0:
+        return tuple(sorted(settled))
+    return tuple(sorted([*settled, *_search(objective, count)]))
+
+
+def _search(objective: Objective, count: int) -> tuple[int, ...]:
+    t = objective.topology
+    tree = t.hierarchy if not (t.has_groups or t.has_modules) else None
+    if tree is not None:
+        return hierarchy.solve(tree, objective.fixed, objective.candidates, count, objective.islands)
+    n = len(objective.candidates)
+    if n <= EXACT_CARDS or math.comb(n, count) <= EXHAUSTIVE_BUDGET:
+        return exact(objective, count)
     return improved(objective, count)
 
 
-def exhaustive(objective: Objective, count: int) -> tuple[int, ...]:
-    """Score every set; the first of the best in lexicographic order wins ties, as the key says."""
-    best: Key | None = None
-    tied: list[tuple[int, ...]] = []
-    for combo in combinations(objective.candidates, count):
-        k = objective.prefix(combo)
-        if best is None or k > best:
-            best, tied = k, [combo]
-        elif k == best:
-            tied.append(combo)
-    if len(tied) == 1 or not objective.request.fragmentation:
+def _settle_load(objective: Objective, count: int) -> tuple[list[int], Objective, int]:
+    """Cards every best set holds because they are less loaded (item 1), and what is left to choose.
+
+    The least load sum over ``count`` cards is that of the ``count`` least loaded ones: every card
+    below the ``count``-th load is in every best set, and the rest come from cards at exactly that
+    load; the load max is then fixed too. Whole-card pools (where fragmentation counts) carry no
+    load and are returned unchanged.
+    """
+    load = objective.load
+    cands = objective.candidates
+    if objective.request.fragmentation or len({load[c] for c in cands}) <= 1:
+        return [], objective, count
+    cut = sorted(load[c] for c in cands)[count - 1]
+    below = [c for c in cands if load[c] < cut]
+    at = tuple(c for c in cands if load[c] == cut)
+    fixed = tuple(sorted({*objective.fixed, *below}))
+    reduced = replace(objective.request, fixed=fixed, candidates=at, count=count - len(below))
+    return below, Objective(objective.topology, reduced), count - len(below)
+
+
+def exact(objective: Objective, count: int) -> tuple[int, ...]:
+    """The best set by branch and bound: the answer scoring every set would give, found sooner.
+
+    Sets are visited in position order (so among sets of equal key the first is the lowest), and a
+    branch is cut only when an upper bound of its key is below the best key found: groups and
+    modules can only grow, the bottleneck only fall, and the sum rises by at most the best links
+    to what is chosen plus the strongest pair for each pair still to come. Sets whose items 1-3 tie
+    with the best are all kept; fragmentation and position decide among them at the end.
+    """
+    load = objective.load
+    if len({load[c] for c in objective.candidates}) > 1:
+        return _enumerate(objective, count)  # a loaded whole-card request: no caller makes one
+    search = _BranchAndBound(objective, count)
+    base = objective.prefix([])
+    search.visit(0, count, base[4], base[5])
+    tied = search.tied
+    if not tied:  # cannot happen (the greedy set is among those visited); keep the greedy answer
+        return tuple(sorted(_grow(objective, [], count, lookahead=True)))
+    if len(tied) == 1 or not objective.islands.width:
         return tied[0]
-    return max(tied, key=objective.leftover)
+    signature = {c: objective.signature(c) for c in objective.candidates}
+    memo: dict[tuple[tuple[int, ...], ...], Key] = {}
+
+    def leftover(combo: tuple[int, ...]) -> Key:
+        sig = tuple(sorted(signature[c] for c in combo))
+        if sig not in memo:
+            memo[sig] = objective.leftover(combo)
+        return memo[sig]
+
+    return max(tied, key=leftover)
+
+
+class _BranchAndBound:
+    """The state of :func:`exact`: the set so far, each candidate's links to it, the best key."""
+
+    def __init__(self, objective: Objective, count: int) -> None:
+        t = objective.topology
+        cands = objective.candidates
+        self.topology, self.pair, self.cands, self.n = t, t.pair, cands, len(cands)
+        self.min_to = [objective.to_fixed_min[c] for c in cands]
+        self.sum_to = [objective.to_fixed_sum[c] for c in cands]
+        self.strongest = max((t.pair[a][b] for i, a in enumerate(cands) for b in cands[i + 1 :]), default=0)
+        self.constant = objective.prefix(cands[:count])[:2]
+        self.groups: Counter[str] = Counter(t.group[f] for f in objective.fixed)
+        self.modules: Counter[str] = Counter(t.module[f] for f in objective.fixed)
+        self.best: Key = objective.prefix(sorted(_grow(objective, [], count, lookahead=True)))
+        self.tied: list[tuple[int, ...]] = []
+        self.chosen: list[int] = []
+
+    def head(self, start: int, left: int) -> Key:
+        """Items 1-2 of the best completion at most: an upper bound for every completion."""
+        t = self.topology
+        groups = -self._at_least(t.group, self.groups, start, left) if t.has_groups else 0
+        modules = -self._at_least(t.module, self.modules, start, left) if t.has_modules else 0
+        return (*self.constant, groups, modules)
+
+    def _at_least(self, labels: Sequence[str], touched: Counter[str], start: int, left: int) -> int:
+        """Islands of one hard level (groups or modules) the finished set spans at least.
+
+        Those already touched, plus the fewest untouched ones whose candidates (from ``start`` on)
+        hold the cards the touched ones cannot: largest first, which is exact for a count.
+        """
+        if not left:
+            return len(touched)
+        spare = 0
+        others: Counter[str] = Counter()
+        for c in self.cands[start:]:
+            if labels[c] in touched:
+                spare += 1
+            else:
+                others[labels[c]] += 1
+        need, extra = left - spare, 0
+        for size in sorted(others.values(), reverse=True):
+            if need <= 0:
+                break
+            extra += 1
+            need -= size
+        return len(touched) + extra
+
+    def visit(self, start: int, left: int, bottleneck: int, total: int) -> None:
+        head = self.head(start, left)
+        if left == 0:
+            k = (*head, bottleneck, total)
+            if k > self.best:
+                self.best = k
+                self.tied.clear()
+            if k == self.best:
+                self.tied.append(tuple(self.chosen))
+            return
+        min_to, sum_to = self.min_to, self.sum_to
+        rest = sum(heapq.nlargest(left, sum_to[start:]))
+        if (*head, bottleneck, total + rest + self.strongest * (left * (left - 1) // 2)) < self.best:
+            return
+        for j in range(start, self.n - left + 1):
+            if head <= self.best[:4] and min_to[j] < self.best[4]:
+                continue  # it would pull the weakest pair below the best, with nothing to gain first
+            saved = min_to[j + 1 :], sum_to[j + 1 :]
+            self._push(j)
+            self.visit(j + 1, left - 1, min(bottleneck, min_to[j]), total + sum_to[j])
+            self._pop(j, saved)
+
+    def _push(self, j: int) -> None:
+        x = self.cands[j]
+        row, cands, min_to, sum_to = self.pair[x], self.cands, self.min_to, self.sum_to
+        for i in range(j + 1, self.n):
+            y = row[cands[i]]
+            min_to[i] = min(min_to[i], y)
+            sum_to[i] += y
+        self.chosen.append(x)
+        self.groups[self.topology.group[x]] += 1
+        self.modules[self.topology.module[x]] += 1
+
+    def _pop(self, j: int, saved: tuple[list[int], list[int]]) -> None:
+        x = self.chosen.pop()
+        for counter, label in (
+            (self.groups, self.topology.group[x]),
+            (self.modules, self.topology.module[x]),
+        ):
+            counter[label] -= 1
+            if not counter[label]:
+                del counter[label]
+        self.min_to[j + 1 :], self.sum_to[j + 1 :] = saved
+
+
+def _enumerate(objective: Objective, count: int) -> tuple[int, ...]:
+    """Score every set (the reference the exact search must match)."""
+    return max(combinations(objective.candidates, count), key=objective.key)
 
 
 def greedy_baseline(objective: Objective, count: int) -> tuple[int, ...]:
@@ -167,47 +332,117 @@ def greedy_baseline(objective: Objective, count: int) -> tuple[int, ...]:
 
 
 def improved(objective: Objective, count: int) -> tuple[int, ...]:
-    """Greedy from several seeds, then single-swap repair of the best few; never below the baseline."""
+    """Greedy from many seeds, then single-card and whole-island swaps; never below the baseline."""
     results = {greedy_baseline(objective, count), tuple(sorted(_grow(objective, [], count, lookahead=True)))}
     for seed in _seeds(objective, count):
         results.add(tuple(sorted(_grow(objective, [seed], count, lookahead=True))))
     ranked = sorted(results, key=objective.key, reverse=True)
     repaired = [_repair(objective, list(r)) for r in ranked[:LOCAL_SEARCH_STARTS]]
-    return max((tuple(sorted(r)) for r in repaired), key=objective.key)
+    best = max((sorted(r) for r in repaired), key=objective.key)
+    return tuple(sorted(_improve(objective, best)))
+
+
+def _improve(objective: Objective, members: list[int]) -> list[int]:
+    """Single-card swaps, then whole-island swaps, until neither improves the key."""
+    current = _repair(objective, members)
+    for _ in range(len(objective.topology.levels) * 2 + 2):
+        swapped = _swap_islands(objective, current)
+        if swapped is None:
+            break
+        current = _repair(objective, swapped)
+    return current
+
+
+def _islands(objective: Objective) -> list[tuple[int, list[int]]]:
+    """Every island of every level with its free candidates, as (level, cards in position order)."""
+    out: list[tuple[int, list[int]]] = []
+    for li, level in enumerate(objective.topology.levels):
+        members: dict[int, list[int]] = {}
+        for c in objective.candidates:
+            members.setdefault(level[c], []).append(c)
+        out += [(li, cards) for cards in members.values()]
+    return out
 
 
 def _seeds(objective: Objective, count: int) -> list[int]:
     """Cards to grow from, most promising first, as many as the work budget allows.
 
-    First one card per island signature, each signature probed with its own first ``count`` cards
-    and scored by the full key: that ranks islands by link quality and by what taking from them
-    leaves free, so the island a good answer lives in is seeded even on a large node (islands too
-    small for the request come after, larger first). Then, while the budget lasts, the cards with
-    the strongest single link, which is where an irregular topology's best sets start.
+    One seed per island of every level (``linkGroup``, fabric component, NUMA node, host bridge,
+    switch, module), so the island a good answer lives in is seeded however many islands a large
+    node has. Islands are ranked by what they can give, never by position: first those with enough
+    free cards for the whole request (every one of them is seeded, budget or not), then by the link
+    quality of their best card, then the tightest fit (fewest free cards beyond the request: the
+    smallest island that holds it, and what is left stays whole). The seed of an island is its most
+    strongly linked free card. Then, while the budget lasts, the cards with the strongest single
+    link, where an irregular topology's best sets start.
     """
     budget = GREEDY_WORK // max(1, len(objective.candidates) * count)
-    limit = max(MIN_SEEDS, min(MAX_SEEDS, budget))
-    members: dict[tuple[int, ...], list[int]] = {}
-    for c in objective.candidates:
-        members.setdefault(objective.signature(c), []).append(c)
-
-    def promise(cards: list[int]) -> tuple[int, Key]:
-        probe = cards[:count]
-        if len(probe) == count:
-            return (1, objective.key(probe))
-        return (0, (len(cards), -cards[0]))
-
-    seeds = [cards[0] for cards in sorted(members.values(), key=promise, reverse=True)][:limit]
+    strongest = objective.topology.strongest
+    ranked: list[tuple[tuple[int, ...], int]] = []
+    for _, cards in _islands(objective):
+        seed = min(cards, key=lambda c: (-strongest[c], c))
+        fits = len(cards) >= count
+        ranked.append(((int(fits), strongest[seed], -len(cards) if fits else len(cards), -seed), seed))
+    fitting = sum(rank[0] for rank, _ in ranked)
+    limit = max(MIN_SEEDS, min(MAX_SEEDS, max(budget, fitting)))
+    seeds: list[int] = []
+    for _, seed in sorted(ranked, reverse=True):
+        if seed not in seeds:
+            seeds.append(seed)
+    seeds = seeds[:limit]
     if len(seeds) < limit:
-        strongest = objective.topology.strongest
         chosen = set(seeds)
         rest = sorted((c for c in objective.candidates if c not in chosen), key=lambda c: (-strongest[c], c))
         seeds += rest[: limit - len(seeds)]
     return seeds
 
 
-def _grow(objective: Objective, start: list[int], count: int, lookahead: bool = False) -> list[int]:
+def _swap_islands(objective: Objective, members: list[int]) -> list[int] | None:
+    """The best set made by moving every card taken from one island to another island, if better.
+
+    A single-card swap cannot move seven cards out of a broken island into a whole one: each step
+    alone makes the set worse. This move replaces all of them at once (the cards in the new island
+    grown greedily next to the rest of the set), on every island level.
+    """
+    current = sorted(members)
+    current_key = objective.key(current)
+    best_key, best_set = current_key, None
+    body = len(current_key) - len(current)  # the key before its position tie-break
+    levels = objective.topology.levels
+    tried: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
+    for li, cards in _islands(objective):
+        level = levels[li]
+        island = level[cards[0]]
+        for out_island in {level[m] for m in current}:
+            if out_island == island:
+                continue
+            rest = [m for m in current if level[m] != out_island]
+            moved = len(current) - len(rest)
+            within = [c for c in cards if c not in rest]
+            move = (tuple(rest), tuple(within))
+            if len(within) < moved or move in tried:
+                continue  # too small, or the same move on another level with the same cards
+            tried.add(move)
+            grown = sorted(_grow(objective, rest, len(current), lookahead=True, within=within))
+            prefix = objective.prefix(grown)
+            if prefix < best_key[: len(prefix)]:
+                continue
+            k = objective.key(grown)
+            if k[:body] > current_key[:body] and k > best_key:  # positions alone: no move
+                best_key, best_set = k, grown
+    return best_set
+
+
+def _grow(
+    objective: Objective,
+    start: list[int],
+    count: int,
+    lookahead: bool = False,
+    within: Sequence[int] | None = None,
+) -> list[int]:
     """Greedy: add the card that improves the prefix key most (lowest position on ties).
+
+    ``within`` limits the cards added to those (an island swap grows inside one island).
 
     With ``lookahead`` the group and module terms count the groups/modules the set will need once
     grown to ``count`` cards (:class:`_Cover`), not those it spans so far. Without it the first die
@@ -218,7 +453,7 @@ def _grow(objective: Objective, start: list[int], count: int, lookahead: bool = 
     members = list(start)
     base = objective.prefix(sorted(members))
     load_sum, load_max, bottleneck, total = -base[0], -base[1], base[4], base[5]
-    pool = [c for c in objective.candidates if c not in members]
+    pool = [c for c in (objective.candidates if within is None else within) if c not in members]
     covers = (
         _Cover(t.group, pool, objective.fixed_groups | {t.group[m] for m in members}, t.has_groups),
         _Cover(t.module, pool, objective.fixed_modules | {t.module[m] for m in members}, t.has_modules),

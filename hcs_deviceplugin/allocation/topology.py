@@ -31,24 +31,31 @@ Data contract for backends (all optional; vendor-neutral names)
         taken from a module whose other die is already in use.
 
 Fragmentation
-    Among equally good sets the allocator keeps what is left free most useful. For each useful size
-    ``s`` (largest first) and each island level it counts how many disjoint ``s``-sets the leftover
-    free cards still hold inside one island (``sum(free // s)`` per island), then prefers fewer
-    partially used islands. Island levels, coarse to fine: ``linkGroup``, fabric components (cards
-    joined by any fabric link), NUMA node, PCIe switch (cards joined by ``PCIe-switch`` links),
-    ``linkModule``. On a 910 A1 node this reproduces Volcano's ring priority for one chip (a ring
-    with 1 free, then 3, then 2, then 4) and for two chips (2, then 4 or 3); for two chips from a
-    ring with 3 free versus one with 4 free it keeps the whole ring for a later 4-chip job, where
-    Volcano's table takes from the full ring.
+    Among equally good sets the allocator keeps what is left free most useful. The *protected
+    sizes* are every size the backend declares valid (``linkGroupSizes``; powers of two up to the
+    card count without it) plus the size of the request itself: a node that serves one 6-card job
+    is likely to serve another. For each protected size ``s`` (largest first) and each island level
+    it counts the *usable sets*: how many disjoint ``s``-sets the leftover free cards still hold
+    inside one island (``sum(free // s)`` per island: sets that straddle two islands are not usable
+    at that level), then prefers fewer partially used islands. Island levels, coarse to fine:
+    ``linkGroup``, fabric components (cards joined by any fabric link), NUMA node, host bridge
+    (cards joined by ``PCIe-host-bridge`` or ``PCIe-switch`` links), PCIe switch (cards joined by
+    ``PCIe-switch`` links), ``linkModule``. On a 910 A1 node this reproduces Volcano's ring priority
+    for one chip (a ring with 1 free, then 3, then 2, then 4) and for two chips (2, then 4 or 3);
+    for two chips from a ring with 3 free versus one with 4 free it keeps the whole ring for a later
+    4-chip job, where Volcano's table takes from the full ring.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from hcs_deviceplugin.allocation.hierarchy import Hierarchy
+from hcs_deviceplugin.allocation.hierarchy import build as build_hierarchy
 from hcs_deviceplugin.allocation.links import FABRIC_KINDS, SetScore, pair_score, set_score
 from hcs_deviceplugin.model import Card, LinkKind, LinkMatrix, Unit
 
@@ -83,7 +90,8 @@ class Topology:
       it has none; ``has_groups``/``has_modules`` say whether any two cards share one;
     * ``levels``: island number per card on each island level that has an island of two or more
       (coarse to fine, duplicates dropped), ``island_sizes`` the card count of each island;
-    * ``sizes``: the useful request sizes above one, largest first;
+    * ``sizes``: the backend's valid request sizes above one, largest first (each request adds its
+      own, see "Fragmentation");
     * ``strongest``: the card's best pair score, where greedy seeds start on irregular topologies.
     """
 
@@ -106,7 +114,7 @@ class Topology:
         links: LinkMatrix | None = None,
         units: Iterable[Unit] | Mapping[str, Unit] = (),
     ) -> Topology:
-        """Precompute everything per-request work needs; O(cards²) once.
+        """Precompute everything per-request work needs, the tree of blocks included; O(cards²) once.
 
         ``units`` only adds cards that ``cards`` does not name (a pool without an inventory at hand)
         and fills in their NUMA node.
@@ -120,7 +128,9 @@ class Topology:
             elif infos[unit.card_id].numa_node is None and unit.numa_node is not None:
                 known = infos[unit.card_id]
                 infos[unit.card_id] = CardInfo(known.id, known.index, unit.numa_node, known.attributes)
-        return _build(tuple(infos.values()), links or LinkMatrix())
+        topology = _build(tuple(infos.values()), links or LinkMatrix())
+        _ = topology.hierarchy  # built here, when a pool's cards change, not on its first request
+        return topology
 
     def covering(self, units: Mapping[str, Unit]) -> Topology:
         """This topology, or one extended with the cards of ``units`` it does not know yet."""
@@ -132,6 +142,15 @@ class Topology:
 
     def __len__(self) -> int:
         return len(self.cards)
+
+    @cached_property
+    def hierarchy(self) -> Hierarchy | None:
+        """The tree of blocks when the node is built in levels (see :mod:`.hierarchy`), else None.
+
+        Computed on first use and kept with the topology, which a pool keeps until its cards or
+        links change: per-request work never repeats it.
+        """
+        return build_hierarchy(self.pair, self.levels)
 
     def score(self, card_ids: Iterable[str]) -> SetScore:
         """The collective score (weakest pair, then sum) of a set of known cards."""
@@ -166,6 +185,7 @@ def _build(cards: tuple[CardInfo, ...], links: LinkMatrix) -> Topology:
     listed: dict[tuple[int, int], int] = {}
     fabric_edges: list[tuple[int, int]] = []
     switch_edges: list[tuple[int, int]] = []
+    bridge_edges: list[tuple[int, int]] = []
     for key, pair_links in links.links.items():
         ends = sorted(position[c] for c in key if c in position)
         if len(ends) != 2:
@@ -176,6 +196,8 @@ def _build(cards: tuple[CardInfo, ...], links: LinkMatrix) -> Topology:
             fabric_edges.append((a, b))
         if any(link.kind is LinkKind.PCIE_SWITCH for link in pair_links):
             switch_edges.append((a, b))
+        if any(link.kind in (LinkKind.PCIE_SWITCH, LinkKind.PCIE_HOST_BRIDGE) for link in pair_links):
+            bridge_edges.append((a, b))
     for a in range(n):
         for b in range(a + 1, n):
             score = listed.get((a, b))
@@ -189,6 +211,7 @@ def _build(cards: tuple[CardInfo, ...], links: LinkMatrix) -> Topology:
         _relabel(group),
         _components(n, fabric_edges),
         _relabel(numa),
+        _components(n, bridge_edges),
         _components(n, switch_edges),
         _relabel(module),
     ]
@@ -250,7 +273,7 @@ def _island_sizes(level: Sequence[int]) -> tuple[int, ...]:
 
 
 def _useful_sizes(cards: Sequence[CardInfo]) -> tuple[int, ...]:
-    """Request sizes (above one card) whose leftovers are worth keeping, largest first."""
+    """The backend's valid request sizes above one card, largest first (see "Fragmentation")."""
     declared: set[int] = set()
     for card in cards:
         for token in card.attributes.get(GROUP_SIZES_ATTRIBUTE, "").split(","):

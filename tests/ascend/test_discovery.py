@@ -65,7 +65,7 @@ def test_a3_node_has_sixteen_dies_paired_by_module(ascend: Harness) -> None:
     ]
     assert [c.attributes["linkModule"] for c in cards] == [str(i // 2) for i in range(16)]
     assert {c.attributes["linkGroup"] for c in cards} == {"0"}
-    assert {c.attributes["linkGroupSizes"] for c in cards} == {"1,2,4,8,16"}
+    assert {c.attributes["linkGroupSizes"] for c in cards} == {"1,2,4,6,8,10,12,14,16"}, "1 or even"
     ids = [c.id for c in cards]
     assert inventory.links.between(ids[0], ids[1])[0].count == 2, "SIO between the dies of a module"
     assert inventory.links.between(ids[0], ids[2])[0].kind is LinkKind.HCCS

@@ -85,4 +85,5 @@ def test_group_rules_of_the_scheduler() -> None:
     assert [a1.group_of(p) for p in range(8)] == ["0"] * 4 + ["1"] * 4 and a1.sizes == (1, 2, 4, 8)
     assert group_rule(Family.ASCEND910B, 16).sizes == (1, 2, 4, 8, 16)
     assert group_rule(Family.ASCEND910B, 16).group_of(9) == "1"
+    assert group_rule(Family.ASCEND910A3, 16).sizes == (1, 2, 4, 6, 8, 10, 12, 14, 16), "1 or even"
     assert group_rule(Family.ASCEND310P, 4).group_of(0) is None

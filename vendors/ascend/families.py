@@ -189,11 +189,15 @@ class GroupRule:
 
 
 def group_rule(family: Family, chips_on_node: int) -> GroupRule:
-    """A1: rings of 4 (1, 2, 4 or 8); 910B: meshes of 8 (x16 nodes: two); A3: one 16-die domain."""
+    """A1: rings of 4 (1, 2, 4 or 8); 910B: meshes of 8 (x16 nodes: two); A3: one 16-die domain.
+
+    A3 (``module910a3x16``) takes 1 or any even count up to 16 (two dies of a module go
+    together), so every even size is declared: the allocator keeps room for each of them.
+    """
     if family is Family.ASCEND910:
         return GroupRule(4, (1, 2, 4, 8))
     if family is Family.ASCEND910B:
         return GroupRule(8, (1, 2, 4, 8) if chips_on_node <= 8 else (1, 2, 4, 8, 16))
     if family is Family.ASCEND910A3:
-        return GroupRule(16, (1, 2, 4, 8, 16))
+        return GroupRule(16, (1, *range(2, 17, 2)))
     return GroupRule(0, ())
