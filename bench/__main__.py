@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 import yaml
 
-from bench.common import Result
+from bench.common import Result, headline, short
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.backend import BackendConfig
@@ -60,13 +60,15 @@ def pools_doc(pools: list[dict[str, Any]]) -> str:
 
 @contextmanager
 def node(pool_text: str) -> Iterator[tuple[Path, KubeletSimulator, SimulatedBackend, Daemon]]:
+    """The daemon as ``run`` wires it, pod-resources poller included, beside the kubelet simulator."""
     root = Path(tempfile.mkdtemp(prefix="hcsb", dir="/tmp"))
     stop = threading.Event()
     backend = create_backend(BackendConfig(options={"node": NODE}, stop=stop))
-    kubelet = KubeletSimulator(root / "dp")
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
     write_configmap_volume(root / "pools", {"pools.yaml": pool_text})
-    daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
+    config = DaemonConfig(plugin_dir=root / "dp", node_name="bench", pod_resources_socket=root / "pr.sock")
+    daemon = Daemon(config, {backend.name: backend})
     daemon.add_source(lambda cb: DirectoryPoolSource(root / "pools", cb))
     daemon.start()
     try:
@@ -116,6 +118,13 @@ def bench_grpc(calls: int) -> list[Result]:
             ),
         ]
         channel.close()
+        headline("no-op gRPC call (in-process bench)", short(floor), "floor")
+        for result in results[1:3]:
+            headline(
+                f"{result.name}: median above the floor (p99)",
+                f"{short(result.median - floor)} ({short(result.p99)})",
+                f"{result.median / floor:.2f}x floor; target ≤ 20 µs above",
+            )
         return results
 
 
@@ -206,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     if "core" in groups:
         for result in bench_grpc(args.calls):
             print(result.line(), flush=True)
+            if result.floor is not None and result.name.startswith("Allocate"):
+                print(result.overhead_line(), flush=True)
         print(bench_health(args.rounds).line(), flush=True)
         print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
         print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)

@@ -280,13 +280,17 @@ class Daemon:
     def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> Callable[[], None] | None:
         """On a gRPC thread, before an Allocate answer: hold the ids, ask for a pod-resources read.
 
-        Returns how to undo a new hold if the servicer refuses the answer after all.
+        Nothing here waits for or wakes the control loop: the hold is an append under the hold book's
+        own lock and the poke a flag the poller acts on after the answer is out (kubelet/poller.py);
+        the poller's List then brings the control loop in. Without a poller only a hold on new ids
+        wakes it (a repeated Allocate just extends a hold it already counts). Returns how to undo a
+        new hold if the servicer refuses the answer after all.
         """
         ids = frozenset(unit_ids)
         new = self._holds.add(resource, ids)
         if self._poller is not None:
             self._poller.poke()
-        else:
+        elif new:
             self._post(Recompute("allocated"))
         return (lambda: self._holds.remove(resource, ids)) if new else None
 
@@ -337,6 +341,10 @@ class Daemon:
                 )
         holds_version = self._holds.version
         changed |= holds_version != self._holds_seen
+        if state.inventories is not self._state.inventories:
+            # A backend rediscovered: an unchanged unit list may now need other edits.
+            for server in self.applier.servers.values():
+                server.state.forget_answers()
         self._state = state
         if changed:
             self._holds_seen = holds_version
