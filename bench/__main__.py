@@ -44,6 +44,7 @@ MODULE_GROUPS = (
     "allocator",
     "pools",
     "api",
+    "start",
     "footprint",
     "hostile_pools",
     "reliability",
