@@ -1,8 +1,10 @@
 """The real ``hcs-deviceplugin run`` process on a simulated 16-card node with 8 pools.
 
-Reports its resident memory once every pool is registered and streaming, and the latency of a
-``/metrics`` scrape (median and p99 over many scrapes), the numbers a platform team sizes
-requests/limits and scrape intervals by.
+Reports its resident memory once every pool is registered and streaming, without and with the
+Kubernetes API pool source (the test suite's fake API server, through a kubeconfig), and the latency
+of a ``/metrics`` scrape (median and p99 over many scrapes), the numbers a platform team sizes
+requests/limits and scrape intervals by. Beside them the floor: an interpreter that has imported
+grpc and nothing else.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import Result
+from bench.common import Result, headline
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 
@@ -74,21 +76,44 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def run(scrapes: int = 300) -> list[str]:
-    root = Path(tempfile.mkdtemp(prefix="hcsf", dir="/tmp"))
+def kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f'clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{port}"}}}}]\n'
+        "users: [{name: daemon, user: {token: t}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: daemon}}]\ncurrent-context: fake\n"
+    )
+    return path
+
+
+def grpc_floor_kib() -> int:
+    """RSS of ``python -c 'import grpc'`` once imported: what any Python device plugin starts from."""
+    code = "import grpc; print(open('/proc/self/status').read())"
+    status = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+
+
+def serve(root: Path, api_port: int | None, scrapes: int) -> tuple[int, Result | None]:
+    """Run the daemon until every pool streams; its RSS then and (``scrapes``) the scrape latencies."""
     description = node_description()
     node_file = root / "node.yaml"
     node_file.write_text(yaml.safe_dump(description))
     card_ids = [str(c["id"]) for c in description["cards"]]  # type: ignore[attr-defined]
     write_configmap_volume(root / "pools", {"pools.yaml": pools_document(card_ids)})
-    kubelet = KubeletSimulator(root / "dp")
+    shutil.rmtree(root / "dp", ignore_errors=True)
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
     port = free_port()
     command = [sys.executable, "-m", "hcs_deviceplugin.cli", "run", "--plugin-dir", str(root / "dp")]
     command += ["--pools-dir", str(root / "pools"), "--vendors", "simulated", "--node-name", "bench-16"]
     command += ["--backend-option", f"simulated.node={node_file}", "--metrics-address", "127.0.0.1"]
-    command += ["--metrics-port", str(port), "--pod-resources-socket", str(root / "none.sock")]
-    proc = subprocess.Popen([*command, "--log-level", "error"], env={**os.environ})
+    command += ["--metrics-port", str(port), "--pod-resources-socket", str(root / "pr.sock")]
+    command += ["--state-dir", str(root / "state")]
+    if api_port is not None:
+        command += ["--kubeconfig", str(kubeconfig(root / "kubeconfig", api_port)), "--kube-namespace", "hcs"]
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    proc = subprocess.Popen([*command, "--log-level", "error"], env=env)
+    scraped: Result | None = None
     try:
         names = {f"gpu.deckhouse.io/pool-{p}" for p in range(POOLS)}
         kubelet.wait_for(
@@ -102,16 +127,42 @@ def run(scrapes: int = 300) -> list[str]:
             with urllib.request.urlopen(url, timeout=5) as response:
                 size = len(response.read())
             samples.append(time.perf_counter() - start)
+        if samples:
+            scraped = Result(f"/metrics scrape ({size} bytes)", samples)
         rss = rss_kib(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
         kubelet.stop()
+    return rss, scraped
+
+
+def run(scrapes: int = 300) -> list[str]:
+    root = Path(tempfile.mkdtemp(prefix="hcsf", dir="/tmp"))
+    try:
+        rss, scraped = serve(root, None, scrapes)
+        from tests.pools.fakeapiserver import FakeApiServer
+
+        with FakeApiServer() as server:
+            rss_api, _ = serve(root, server.port, 0)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
-    return [
-        f"daemon RSS, {CARDS} cards / {POOLS} pools registered: {rss / 1024:.1f} MiB",
-        Result(f"/metrics scrape ({size} bytes)", samples).line(),
+    floor = grpc_floor_kib()
+    what = f"{CARDS} cards / {POOLS} pools registered"
+    headline(
+        f"RSS, {what}, no API source",
+        f"{rss / 1024:.1f} MiB",
+        f"`import grpc` alone {floor / 1024:.1f} MiB; target ≤ 35 MiB",
+    )
+    headline(f"RSS, {what}, with the API source", f"{rss_api / 1024:.1f} MiB", "target ≤ 50 MiB")
+    lines = [
+        f"daemon RSS, {what}: {rss / 1024:.1f} MiB",
+        f"daemon RSS, {what}, API source on: {rss_api / 1024:.1f} MiB",
+        f"floor: RSS of python -c 'import grpc': {floor / 1024:.1f} MiB",
     ]
+    if scraped is not None:
+        lines.append(scraped.line())
+    return lines
 
 
 if __name__ == "__main__":
