@@ -150,14 +150,16 @@ class Daemon:
         self._publish(waiting_for="discovering")
         for source in self._sources:
             source.start()
+        # The first pod-resources read and discovery run side by side: the first apply needs both.
+        if self._poller is not None:
+            self._poller.start()
+            self._threads.append(self._poller.thread)
         self._supervisor.start()
         self._threads.extend(self._supervisor.threads)
         pending = self._supervisor.wait_discovered(self.config.initial_discovery_wait)
         if pending:
             log.warning("backends %s still discovering; their pools fill in when they answer", pending)
         if self._poller is not None:
-            self._poller.start()
-            self._threads.append(self._poller.thread)
             if not self._first_listing.wait(self.config.initial_pod_resources_wait):
                 log.warning(
                     "pod-resources has not answered yet: each card stays in the pool it was last in "
