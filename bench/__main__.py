@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 import yaml
 
-from bench.common import Result, headline, short
+from bench.common import HEADLINES, Result, headline, interleaved, markdown_table, short
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.backend import BackendConfig
@@ -106,12 +106,19 @@ def bench_grpc(calls: int) -> list[Result]:
                 pb.ContainerPreferredAllocationRequest(available_deviceIDs=cards, allocation_size=4)
             ]
         )
-        floor_samples = time_calls(lambda: stub.GetDevicePluginOptions(pb.Empty()), calls)
+        floor_samples, one_samples, eight_samples = interleaved(
+            [
+                lambda: stub.GetDevicePluginOptions(pb.Empty()),
+                lambda: stub.Allocate(one),
+                lambda: stub.Allocate(eight),
+            ],
+            calls,
+        )
         floor = statistics.median(floor_samples)
         results = [
             Result("no-op gRPC (GetDevicePluginOptions): floor", floor_samples, floor),
-            Result("Allocate, 1 unit", time_calls(lambda: stub.Allocate(one), calls), floor),
-            Result("Allocate, 8 units", time_calls(lambda: stub.Allocate(eight), calls), floor),
+            Result("Allocate, 1 unit", one_samples, floor),
+            Result("Allocate, 8 units", eight_samples, floor),
             Result(
                 "GetPreferredAllocation, 4 of 8",
                 time_calls(lambda: stub.GetPreferredAllocation(preferred), calls),
@@ -208,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(("core", *(g for g in MODULE_GROUPS if g not in LONG_GROUPS))),
         help=f"comma-separated groups to run: core, {', '.join(MODULE_GROUPS)}",
     )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="end with the headline figures as a Markdown table (README's Performance section)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     groups = {g.strip() for g in args.only.split(",")}
@@ -226,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"bench.{group}_bench")
             for line in module.run():
                 print(line, flush=True)
+    if args.markdown:
+        print()
+        print(markdown_table(HEADLINES))
     return 0
 
 

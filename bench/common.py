@@ -7,7 +7,8 @@ prints those as the README's Performance table (figure, ours, floor or target).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -77,3 +78,22 @@ def fmt(seconds: float) -> str:
 def short(seconds: float) -> str:
     """``fmt`` without the padding, for tables."""
     return fmt(seconds).strip().replace("us", "µs")
+
+
+def interleaved(calls: Sequence[Callable[[], object]], count: int) -> list[list[float]]:
+    """``count`` timings of each call, taken in turn (a, b, c, a, b, c, ...) after a warm-up.
+
+    On a machine whose load changes from second to second, timing one call's samples after another's
+    compares different moments; taking them in turn lets a ratio or a difference to the floor mean
+    what it says.
+    """
+    for _ in range(min(100, count)):
+        for call in calls:
+            call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(count):
+        for call, out in zip(calls, samples, strict=True):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+    return samples

@@ -4,7 +4,9 @@ Reports its resident memory once every pool is registered and streaming, without
 Kubernetes API pool source (the test suite's fake API server, through a kubeconfig), and the latency
 of a ``/metrics`` scrape (median and p99 over many scrapes), the numbers a platform team sizes
 requests/limits and scrape intervals by. Beside them the floor: an interpreter that has imported
-grpc and nothing else.
+grpc and nothing else. Then Allocate of 1 and 8 units against the running process, metrics
+interceptor and all, with its median above a no-op call on the same socket: Allocate as kubelet
+sees it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,10 +23,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import yaml
 
-from bench.common import Result, headline
+from bench.common import Result, headline, interleaved, short
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.plugin.sockets import socket_name_for
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 
 CARDS = 16
@@ -93,8 +100,43 @@ def grpc_floor_kib() -> int:
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
 
 
+def time_allocate(kubelet: KubeletSimulator, plugin_dir: Path, calls: int) -> list[Result]:
+    """No-op call, then Allocate of 1 and of 8 units, on pool-1's socket (2 cards x 4 slices)."""
+    resource = "gpu.deckhouse.io/pool-1"
+    units = sorted(kubelet.resource(resource).healthy)
+    channel = grpc.insecure_channel(f"unix:{plugin_dir / socket_name_for(resource)}")
+    stub = pb_grpc.DevicePluginStub(channel)
+
+    def allocate(n: int) -> pb.AllocateRequest:
+        return pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=units[:n])])
+
+    one, eight = allocate(1), allocate(8)
+    try:
+        floor_samples, one_samples, eight_samples = interleaved(
+            [
+                lambda: stub.GetDevicePluginOptions(pb.Empty()),
+                lambda: stub.Allocate(one),
+                lambda: stub.Allocate(eight),
+            ],
+            calls,
+        )
+    finally:
+        channel.close()
+    floor = statistics.median(floor_samples)
+    return [
+        Result("run process: no-op gRPC: floor", floor_samples, floor),
+        Result("run process: Allocate, 1 unit", one_samples, floor),
+        Result("run process: Allocate, 8 units", eight_samples, floor),
+    ]
+
+
+allocate_results: list[Result] = []
+"""Allocate timings of the last :func:`serve` with scrapes (the run without an API source)."""
+
+
 def serve(root: Path, api_port: int | None, scrapes: int) -> tuple[int, Result | None]:
-    """Run the daemon until every pool streams; its RSS then and (``scrapes``) the scrape latencies."""
+    """Run the daemon until every pool streams; its RSS then and (``scrapes``) the scrape latencies,
+    then Allocate against the running process (recorded in :data:`allocate_results`)."""
     description = node_description()
     node_file = root / "node.yaml"
     node_file.write_text(yaml.safe_dump(description))
@@ -129,6 +171,7 @@ def serve(root: Path, api_port: int | None, scrapes: int) -> tuple[int, Result |
             samples.append(time.perf_counter() - start)
         if samples:
             scraped = Result(f"/metrics scrape ({size} bytes)", samples)
+            allocate_results.extend(time_allocate(kubelet, root / "dp", calls=max(1000, 4 * scrapes)))
         rss = rss_kib(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -162,6 +205,15 @@ def run(scrapes: int = 300) -> list[str]:
     ]
     if scraped is not None:
         lines.append(scraped.line())
+    for result in allocate_results:
+        lines.append(result.line())
+        if result.floor is not None and "Allocate" in result.name:
+            lines.append(result.overhead_line())
+            headline(
+                f"{result.name} (the real run process, metrics on): median above the floor (p99)",
+                f"{short(result.median - result.floor)} ({short(result.p99)})",
+                f"floor {short(result.floor)}; target ≤ 20 µs above",
+            )
     return lines
 
 
