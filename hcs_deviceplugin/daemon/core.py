@@ -159,12 +159,12 @@ class Daemon:
         pending = self._supervisor.wait_discovered(self.config.initial_discovery_wait)
         if pending:
             log.warning("backends %s still discovering; their pools fill in when they answer", pending)
-        if self._poller is not None:
-            if not self._first_listing.wait(self.config.initial_pod_resources_wait):
-                log.warning(
-                    "pod-resources has not answered yet: each card stays in the pool it was last in "
-                    "(or unserved) until it does"
-                )
+        listed = self._poller is None or self._first_listing.wait(self.config.initial_pod_resources_wait)
+        if not listed:
+            log.warning(
+                "pod-resources has not answered yet: each card stays in the pool it was last in "
+                "(or unserved) until it does"
+            )
         self.applier.start()
         self._threads.append(self.applier.thread)
         control = threading.Thread(target=self._control_loop, name="daemon-control", daemon=True)
