@@ -23,8 +23,9 @@ from hcs_deviceplugin.model import Health, Pool, Unit
 
 AnswerKey = tuple[tuple[str, ...], ...]
 """An AllocateRequest as the device ids of each of its containers, in kubelet's order."""
-MAX_ANSWERS = 4096
-"""Answers one snapshot keeps; past this the book starts over (kubelet's id sets are few in practice)."""
+MAX_ANSWERS = 256
+"""Answers one snapshot keeps; past this the book starts over. Kubelet asks again for few id sets
+within one advertised list, and an 8-unit answer is about 1.6 kB, so a pool keeps at most ~0.5 MB."""
 
 
 @dataclass(frozen=True)
