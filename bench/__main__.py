@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 import yaml
 
-from bench.common import Result
+from bench.common import HEADLINES, Result, headline, interleaved, markdown_table, short
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.backend import BackendConfig
@@ -45,6 +45,7 @@ MODULE_GROUPS = (
     "pools",
     "cdi",
     "api",
+    "start",
     "footprint",
     "hostile_pools",
     "reliability",
@@ -61,13 +62,15 @@ def pools_doc(pools: list[dict[str, Any]]) -> str:
 
 @contextmanager
 def node(pool_text: str) -> Iterator[tuple[Path, KubeletSimulator, SimulatedBackend, Daemon]]:
+    """The daemon as ``run`` wires it, pod-resources poller included, beside the kubelet simulator."""
     root = Path(tempfile.mkdtemp(prefix="hcsb", dir="/tmp"))
     stop = threading.Event()
     backend = create_backend(BackendConfig(options={"node": NODE}, stop=stop))
-    kubelet = KubeletSimulator(root / "dp")
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
     write_configmap_volume(root / "pools", {"pools.yaml": pool_text})
-    daemon = Daemon(DaemonConfig(plugin_dir=root / "dp", node_name="bench"), {backend.name: backend})
+    config = DaemonConfig(plugin_dir=root / "dp", node_name="bench", pod_resources_socket=root / "pr.sock")
+    daemon = Daemon(config, {backend.name: backend})
     daemon.add_source(lambda cb: DirectoryPoolSource(root / "pools", cb))
     daemon.start()
     try:
@@ -104,12 +107,19 @@ def bench_grpc(calls: int) -> list[Result]:
                 pb.ContainerPreferredAllocationRequest(available_deviceIDs=cards, allocation_size=4)
             ]
         )
-        floor_samples = time_calls(lambda: stub.GetDevicePluginOptions(pb.Empty()), calls)
+        floor_samples, one_samples, eight_samples = interleaved(
+            [
+                lambda: stub.GetDevicePluginOptions(pb.Empty()),
+                lambda: stub.Allocate(one),
+                lambda: stub.Allocate(eight),
+            ],
+            calls,
+        )
         floor = statistics.median(floor_samples)
         results = [
             Result("no-op gRPC (GetDevicePluginOptions): floor", floor_samples, floor),
-            Result("Allocate, 1 unit", time_calls(lambda: stub.Allocate(one), calls), floor),
-            Result("Allocate, 8 units", time_calls(lambda: stub.Allocate(eight), calls), floor),
+            Result("Allocate, 1 unit", one_samples, floor),
+            Result("Allocate, 8 units", eight_samples, floor),
             Result(
                 "GetPreferredAllocation, 4 of 8",
                 time_calls(lambda: stub.GetPreferredAllocation(preferred), calls),
@@ -117,6 +127,13 @@ def bench_grpc(calls: int) -> list[Result]:
             ),
         ]
         channel.close()
+        headline("no-op gRPC call (in-process bench)", short(floor), "floor")
+        for result in results[1:3]:
+            headline(
+                f"{result.name}: median above the floor (p99)",
+                f"{short(result.median - floor)} ({short(result.p99)})",
+                f"{result.median / floor:.2f}x floor; target ≤ 20 µs above",
+            )
         return results
 
 
@@ -199,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(("core", *(g for g in MODULE_GROUPS if g not in LONG_GROUPS))),
         help=f"comma-separated groups to run: core, {', '.join(MODULE_GROUPS)}",
     )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="end with the headline figures as a Markdown table (README's Performance section)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     groups = {g.strip() for g in args.only.split(",")}
@@ -207,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if "core" in groups:
         for result in bench_grpc(args.calls):
             print(result.line(), flush=True)
+            if result.floor is not None and result.name.startswith("Allocate"):
+                print(result.overhead_line(), flush=True)
         print(bench_health(args.rounds).line(), flush=True)
         print(bench_pool_change(max(20, args.rounds // 4)).line(), flush=True)
         print(bench_start(max(10, args.rounds // 20), 8).line(), flush=True)
@@ -215,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"bench.{group}_bench")
             for line in module.run():
                 print(line, flush=True)
+    if args.markdown:
+        print()
+        print(markdown_table(HEADLINES))
     return 0
 
 

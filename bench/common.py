@@ -1,9 +1,14 @@
-"""What every benchmark prints: median, p99 and, where a floor exists, the ratio to it."""
+"""What every benchmark prints: median, p99 and, where a floor exists, the ratio to it.
+
+Benchmarks also record their headline figures with :func:`headline`; ``python -m bench --markdown``
+prints those as the README's Performance table (figure, ours, floor or target).
+"""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -13,11 +18,49 @@ class Result:
     samples: list[float]
     floor: float | None = None
 
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.samples, 99)
+
     def line(self) -> str:
-        median = statistics.median(self.samples)
-        p99 = percentile(self.samples, 99)
-        ratio = f"{median / self.floor:8.2f}x" if self.floor else " " * 9
-        return f"{self.name:<52} n={len(self.samples):>5}  median {fmt(median)}  p99 {fmt(p99)}  {ratio}"
+        ratio = f"{self.median / self.floor:8.2f}x" if self.floor else " " * 9
+        count = f"n={len(self.samples):>5}"
+        return f"{self.name:<52} {count}  median {fmt(self.median)}  p99 {fmt(self.p99)}  {ratio}"
+
+    def overhead_line(self) -> str:
+        """The median above the floor's median: what this call costs beyond any gRPC call."""
+        if self.floor is None:
+            raise ValueError(f"{self.name}: no floor to compare with")
+        above = f"{self.name}: above the floor"
+        return f"{above:<52} n={len(self.samples):>5}  median {fmt(self.median - self.floor)}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the README's Performance table."""
+
+    name: str
+    ours: str
+    reference: str = ""
+    """The floor measured in the same run, a ratio to it, or the target the figure is held to."""
+
+
+HEADLINES: list[Figure] = []
+"""Rows recorded by the benchmarks of this run, in the order they ran."""
+
+
+def headline(name: str, ours: str, reference: str = "") -> None:
+    HEADLINES.append(Figure(name, ours, reference))
+
+
+def markdown_table(figures: Sequence[Figure]) -> str:
+    rows = ["| figure | ours | floor / ratio / target |", "|---|---|---|"]
+    rows += [f"| {f.name} | {f.ours} | {f.reference} |" for f in figures]
+    return "\n".join(rows)
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:
@@ -27,6 +70,30 @@ def percentile(samples: Sequence[float], pct: float) -> float:
 
 
 def fmt(seconds: float) -> str:
-    if seconds < 1e-3:
+    if abs(seconds) < 1e-3:
         return f"{seconds * 1e6:8.1f} us"
     return f"{seconds * 1e3:8.2f} ms"
+
+
+def short(seconds: float) -> str:
+    """``fmt`` without the padding, for tables."""
+    return fmt(seconds).strip().replace("us", "µs")
+
+
+def interleaved(calls: Sequence[Callable[[], object]], count: int) -> list[list[float]]:
+    """``count`` timings of each call, taken in turn (a, b, c, a, b, c, ...) after a warm-up.
+
+    On a machine whose load changes from second to second, timing one call's samples after another's
+    compares different moments; taking them in turn lets a ratio or a difference to the floor mean
+    what it says.
+    """
+    for _ in range(min(100, count)):
+        for call in calls:
+            call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(count):
+        for call, out in zip(calls, samples, strict=True):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+    return samples

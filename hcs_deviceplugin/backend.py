@@ -26,10 +26,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
+from hcs_deviceplugin.entrypoints import entry_points
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -139,14 +139,14 @@ BackendFactory = Callable[[BackendConfig], Backend]
 
 def available_backend_names() -> list[str]:
     """Names of every backend installed through the entry-point group."""
-    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return sorted({ep.name for ep in entry_points(ENTRY_POINT_GROUP)})
 
 
 def load_factory(name: str) -> BackendFactory:
     """The factory registered under ``name``; KeyError if no entry point has that name."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(ENTRY_POINT_GROUP):
         if ep.name == name:
-            factory: BackendFactory = ep.load()
+            factory = cast(BackendFactory, ep.load())
             return factory
     raise KeyError(f"no backend named {name!r} in entry-point group {ENTRY_POINT_GROUP}")
 

@@ -11,7 +11,6 @@ still wakes at least every ``fallback_interval`` seconds (at most 1 s) so caller
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import logging
 import os
@@ -75,11 +74,20 @@ class FsEvent:
 
 
 def _load_libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c") or "libc.so.6"
+    """glibc by its soname first; only elsewhere ``find_library``, which runs ``ldconfig -p`` (a
+    subprocess at import time, and ctypes.util's own imports) to find what glibc names directly."""
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
     except OSError:
-        return None
+        from ctypes.util import find_library
+
+        name = find_library("c")
+        if name is None:
+            return None
+        try:
+            libc = ctypes.CDLL(name, use_errno=True)
+        except OSError:
+            return None
     libc.inotify_init1.argtypes = [ctypes.c_int]
     libc.inotify_init1.restype = ctypes.c_int
     libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]

@@ -84,11 +84,15 @@ def held_cards(
     return result
 
 
+HoldKey = tuple[str, frozenset[str]]
+
+
 class HoldBook:
     """Provisional holds, written by Allocate on gRPC threads and read by the control loop.
 
-    Allocate only appends under this object's own lock (microseconds, never the control loop's
-    state), so answering kubelet never waits for or wakes the control thread. The server applier
+    Allocate only stores one entry under this object's own lock (a dict keyed by resource and ids,
+    so a repeated Allocate costs the same however many holds there are), never touching the control
+    loop's state, so answering kubelet never waits for or wakes the control thread. The server applier
     reads it once more after withdrawing cards and before advertising them elsewhere: an Allocate
     that got in before the withdrawal is seen there, and one that comes after cannot name the
     withdrawn units any more. ``version`` changes on every change so readers can skip re-reads.
@@ -97,7 +101,7 @@ class HoldBook:
     def __init__(self, hold_seconds: float) -> None:
         self._hold_seconds = hold_seconds
         self._lock = threading.Lock()
-        self._holds: list[ProvisionalHold] = []
+        self._holds: dict[HoldKey, ProvisionalHold] = {}
         self._version = 0
 
     @property
@@ -109,48 +113,47 @@ class HoldBook:
         """Hold ``unit_ids`` under ``resource``; True if that holds something not already held.
 
         Kubelet may call Allocate for the same ids again (init containers, retries): that only
-        refreshes the expiry of the existing hold.
+        refreshes the expiry of the existing hold, which keeps its place among the others.
         """
         now = time.monotonic() if now is None else now
         hold = ProvisionalHold(resource, unit_ids, now, now + self._hold_seconds)
+        key = (resource, unit_ids)
         with self._lock:
             self._version += 1
-            for i, existing in enumerate(self._holds):
-                if existing.resource == resource and existing.unit_ids == unit_ids:
-                    self._holds[i] = hold
-                    return False
-            self._holds.append(hold)
-            return True
+            new = key not in self._holds
+            self._holds[key] = hold
+            return new
 
     def remove(self, resource: str, unit_ids: frozenset[str]) -> None:
         """Drop a hold whose Allocate was refused after all (see the servicer's second look)."""
         with self._lock:
-            kept = [h for h in self._holds if not (h.resource == resource and h.unit_ids == unit_ids)]
-            if len(kept) != len(self._holds):
-                self._holds = kept
+            if self._holds.pop((resource, unit_ids), None) is not None:
                 self._version += 1
 
     def restore(self, holds: list[ProvisionalHold]) -> None:
         """Take back holds persisted by a previous run (their times already on our clock)."""
         with self._lock:
-            self._holds.extend(holds)
+            for hold in holds:
+                self._holds.setdefault((hold.resource, hold.unit_ids), hold)
             self._version += 1
 
     def active(self, now: float) -> list[ProvisionalHold]:
         """Unexpired holds (expired ones are dropped for good)."""
         with self._lock:
-            kept = [h for h in self._holds if h.expires > now]
+            kept = [h for h in self._holds.values() if h.expires > now]
             if len(kept) != len(self._holds):
-                self._holds = kept
-                self._version += 1
-            return list(kept)
+                self._replace_locked(kept)
+            return kept
 
     def settle(self, listed: Mapping[str, frozenset[str]], listed_at: float, settle_seconds: float) -> bool:
         """Apply :func:`settle_provisional` for a List that started at ``listed_at``; True if changed."""
         with self._lock:
-            kept = settle_provisional(self._holds, listed, listed_at, settle_seconds)
+            kept = settle_provisional(list(self._holds.values()), listed, listed_at, settle_seconds)
             if len(kept) == len(self._holds):
                 return False
-            self._holds = kept
-            self._version += 1
+            self._replace_locked(kept)
             return True
+
+    def _replace_locked(self, holds: list[ProvisionalHold]) -> None:
+        self._holds = {(h.resource, h.unit_ids): h for h in holds}
+        self._version += 1

@@ -185,19 +185,21 @@ class Daemon:
         self._publish(waiting_for="discovering")
         for source in self._sources:
             source.start()
+        # The first pod-resources read and discovery run side by side: the first apply needs both.
+        if self._poller is not None:
+            self._poller.start()
+            self._threads.append(self._poller.thread)
         self._supervisor.start()
         self._threads.extend(self._supervisor.threads)
         pending = self._supervisor.wait_discovered(self.config.initial_discovery_wait)
         if pending:
             log.warning("backends %s still discovering; their pools fill in when they answer", pending)
-        if self._poller is not None:
-            self._poller.start()
-            self._threads.append(self._poller.thread)
-            if not self._first_listing.wait(self.config.initial_pod_resources_wait):
-                log.warning(
-                    "pod-resources has not answered yet: each card stays in the pool it was last in "
-                    "(or unserved) until it does"
-                )
+        listed = self._poller is None or self._first_listing.wait(self.config.initial_pod_resources_wait)
+        if not listed:
+            log.warning(
+                "pod-resources has not answered yet: each card stays in the pool it was last in "
+                "(or unserved) until it does"
+            )
         self.applier.start()
         self._threads.append(self.applier.thread)
         control = threading.Thread(target=self._control_loop, name="daemon-control", daemon=True)
@@ -332,13 +334,17 @@ class Daemon:
     def _on_allocate(self, resource: str, unit_ids: Sequence[str]) -> Callable[[], None] | None:
         """On a gRPC thread, before an Allocate answer: hold the ids, ask for a pod-resources read.
 
-        Returns how to undo a new hold if the servicer refuses the answer after all.
+        Nothing here waits for or wakes the control loop: the hold is an append under the hold book's
+        own lock and the poke a flag the poller acts on after the answer is out (kubelet/poller.py);
+        the poller's List then brings the control loop in. Without a poller only a hold on new ids
+        wakes it (a repeated Allocate just extends a hold it already counts). Returns how to undo a
+        new hold if the servicer refuses the answer after all.
         """
         ids = frozenset(unit_ids)
         new = self._holds.add(resource, ids)
         if self._poller is not None:
             self._poller.poke()
-        else:
+        elif new:
             self._post(Recompute("allocated"))
         return (lambda: self._holds.remove(resource, ids)) if new else None
 
@@ -389,6 +395,10 @@ class Daemon:
                 )
         holds_version = self._holds.version
         changed |= holds_version != self._holds_seen
+        if state.inventories is not self._state.inventories:
+            # A backend rediscovered: an unchanged unit list may now need other edits.
+            for server in self.applier.servers.values():
+                server.state.forget_answers()
         self._state = state
         if changed:
             self._holds_seen = holds_version

@@ -5,6 +5,11 @@ API (100 QPS for all clients), so requests only wake the poller: however many ar
 most ``1 / min_gap`` times a second, and at least every ``interval`` seconds. Results go to
 ``on_listed`` with the time the read started, which is what settling provisional holds needs; who
 holds each device (namespace, pod, container) is kept as :attr:`PodResourcesPoller.allocations`.
+
+A poke's read starts ``poke_delay`` after it, never while the Allocate that poked is still being
+answered: kubelet records an allocation only once our answer has reached it, so an earlier List could
+not show it anyway, and the read (and the control loop work its result brings) would compete with
+that answer for the interpreter.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ log = logging.getLogger(__name__)
 
 MIN_GAP_SECONDS = 0.1
 """At most ten reads a second whatever the Allocate rate."""
+POKE_DELAY_SECONDS = 0.02
+"""From a poke to its read: the Allocate answer that poked is on its way to kubelet by then."""
 
 ListedCallback = Callable[[Mapping[str, frozenset[str]], float], None]
 
@@ -40,11 +47,13 @@ class PodResourcesPoller:
         on_listed: ListedCallback,
         min_gap: float = MIN_GAP_SECONDS,
         deadline: float = 5.0,
+        poke_delay: float = POKE_DELAY_SECONDS,
     ) -> None:
         self.socket_path = socket_path
         self._interval = interval
         self._on_listed = on_listed
         self._min_gap = min_gap
+        self._poke_delay = poke_delay
         self._deadline = deadline
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -84,8 +93,9 @@ class PodResourcesPoller:
         self._wake.set()
 
     def poke(self) -> None:
-        """Ask for a read soon; cheap and safe from any thread (one Event.set)."""
-        self._wake.set()
+        """Ask for a read soon; cheap and safe from any thread (a flag test, one Event.set at most)."""
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _loop(self) -> None:
         last_start = -float("inf")
@@ -96,7 +106,8 @@ class PodResourcesPoller:
             self._wake.clear()
             last_start = time.monotonic()
             self._read_once(last_start)
-            self._wake.wait(self._interval)
+            if self._wake.wait(self._interval) and self._stop.wait(self._poke_delay):
+                return
 
     def _read_once(self, started_at: float) -> None:
         with self._lock:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +25,9 @@ class InspectError(Exception):
 
 def fetch_report(url: str, timeout: float = 5.0) -> JSON:
     """GET ``<url>/report`` and decode it."""
+    import urllib.error  # here, not at the top: ``run`` builds this command's parser but never fetches
+    import urllib.request
+
     target = url.rstrip("/") + "/report"
     try:
         with urllib.request.urlopen(target, timeout=timeout) as response:

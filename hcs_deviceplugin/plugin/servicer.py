@@ -3,7 +3,8 @@
 Allocate works on in-memory state only (ARCHITECTURE.md invariant 7): it looks the requested ids up
 in the pool's current snapshot and asks the owning backend(s) for ContainerEdits, which backends
 compute without I/O. Any unknown or unhealthy id fails the whole request with INVALID_ARGUMENT and
-changes nothing.
+changes nothing. The answer is kept with the snapshot, so the same ids asked again (another pod on
+the same card, an init container, a retry) cost a dict lookup plus the hold.
 """
 
 from __future__ import annotations
@@ -173,18 +174,16 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
 
     def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
         snapshot = self._state.snapshot
-        responses = []
-        try:
-            for container in request.container_requests:
-                units = resolve_units(snapshot, list(container.devices_ids))
-                responses.append(edits_to_response(self._container_edits(snapshot, units)))
-        except AllocationRejected as exc:
-            log.warning("Allocate rejected: %s", exc)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        containers = [tuple(container.devices_ids) for container in request.container_requests]
+        key = tuple(containers)
+        answer = snapshot.answers.get(key)
+        if answer is None:
+            answer = self._answer(snapshot, containers, context)
+            snapshot.remember(key, answer)
         undo = []
         if self._on_allocate is not None:
-            for container in request.container_requests:
-                release = self._on_allocate(snapshot.pool.name, list(container.devices_ids))
+            for ids in containers:
+                release = self._on_allocate(snapshot.pool.name, ids)
                 if release is not None:
                     undo.append(release)
         # The hold is taken before this second look: a withdrawal that changed the list after our
@@ -192,13 +191,27 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         now = self._state.snapshot
         if now.version != snapshot.version:
             try:
-                for container in request.container_requests:
-                    resolve_units(now, list(container.devices_ids))
+                for ids in containers:
+                    resolve_units(now, ids)
             except AllocationRejected as exc:
                 for release in undo:
                     release()
                 log.warning("Allocate rejected: %s (withdrawn while allocating)", exc)
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
+        return answer
+
+    def _answer(
+        self, snapshot: Snapshot, containers: Sequence[Sequence[str]], context: grpc.ServicerContext
+    ) -> pb.AllocateResponse:
+        """The answer for ids this snapshot has not been asked for yet; a bad id aborts the call."""
+        responses = []
+        try:
+            for ids in containers:
+                units = resolve_units(snapshot, ids)
+                responses.append(edits_to_response(self._container_edits(snapshot, units)))
+        except AllocationRejected as exc:
+            log.warning("Allocate rejected: %s", exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return pb.AllocateResponse(container_responses=responses)
 
     def _container_edits(self, snapshot: Snapshot, units: list[Unit]) -> ContainerEdits:

@@ -4,16 +4,28 @@ One :class:`PoolState` lives as long as the pool does, across gRPC server restar
 so a stream opened after a restart starts from the current units. Updates that do not change the
 advertised list bump nothing: kubelet writes its checkpoint on every message it receives, so resending
 an identical list is an update storm (KUBELET.md §3).
+
+Each snapshot also carries the Allocate answers computed for it, so kubelet asking again for ids it
+asked for before costs a dict lookup: the answers depend only on the pool, its units (health included)
+and what the backends discovered, so a new snapshot starts with none and :meth:`PoolState.forget_answers`
+drops them when a backend's discovery changes under an unchanged list.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from hcs_deviceplugin.allocation.topology import Topology
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.model import Health, Pool, Unit
+
+AnswerKey = tuple[tuple[str, ...], ...]
+"""An AllocateRequest as the device ids of each of its containers, in kubelet's order."""
+MAX_ANSWERS = 256
+"""Answers one snapshot keeps; past this the book starts over. Kubelet asks again for few id sets
+within one advertised list, and an 8-unit answer is about 1.6 kB, so a pool keeps at most ~0.5 MB."""
 
 
 @dataclass(frozen=True)
@@ -24,12 +36,24 @@ class Snapshot:
     pool: Pool
     units: tuple[Unit, ...]
     topology: Topology | None = None
+    by_id: Mapping[str, Unit] = field(init=False, compare=False, repr=False)
+    """The units by id (the first of a repeated id), for Allocate's lookups."""
+    answers: dict[AnswerKey, pb.AllocateResponse] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    """Allocate answers given for this snapshot; written by gRPC threads (a dict store is atomic)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_id", {u.id: u for u in reversed(self.units)})
 
     def unit(self, unit_id: str) -> Unit | None:
-        for u in self.units:
-            if u.id == unit_id:
-                return u
-        return None
+        return self.by_id.get(unit_id)
+
+    def remember(self, key: AnswerKey, answer: pb.AllocateResponse) -> None:
+        """Keep ``answer`` for ``key`` (bounded: a full book is emptied first)."""
+        if len(self.answers) >= MAX_ANSWERS:
+            self.answers.clear()
+        self.answers[key] = answer
 
     def healthy_ids(self) -> list[str]:
         return [u.id for u in self.units if u.health is Health.HEALTHY]
@@ -45,8 +69,9 @@ class PoolState:
 
     @property
     def snapshot(self) -> Snapshot:
-        with self._cond:
-            return self._snapshot
+        """The current snapshot, without taking the lock: snapshots are immutable and replaced whole
+        under it, and reading one reference is atomic, so Allocate never queues behind a writer."""
+        return self._snapshot
 
     def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
         """Replace pool and units; returns True (and wakes streams) only if the units changed.
@@ -65,6 +90,15 @@ class PoolState:
             self._snapshot = Snapshot(old.version + 1, pool, new_units, keep)
             self._cond.notify_all()
             return True
+
+    def forget_answers(self) -> None:
+        """Drop the Allocate answers of the current snapshot (a backend rediscovered its devices).
+
+        The snapshot is replaced by an equal one with an empty book, so an Allocate still holding the
+        old snapshot stores its answer where nobody looks any more.
+        """
+        with self._cond:
+            self._snapshot = replace(self._snapshot)
 
     def wait_for_change(
         self, seen_version: int, should_stop: Callable[[], bool], timeout: float = 1.0

@@ -20,10 +20,14 @@ memory or CPU out of proportion to its size:
 
 With libyaml present (PyYAML's wheels carry it), the document is first scanned as a stream of C
 events for those bounds and then built by libyaml's composer: five times faster than pure Python on
-a megabyte. A document libyaml finds invalid is read again by the pure-Python loader (which checks
-the same bounds as it composes), so syntax errors are worded as they always were, unless it is
-longer than :data:`PYTHON_WORDING_CHARS`; then libyaml's words are kept, since reading it again would
-cost seconds.
+a megabyte. A document of up to :data:`COMPOSE_FIRST_CHARS` with no ``&`` or ``*`` anywhere (so no
+anchor or alias) skips the event scan: libyaml composes it at once, the bounds are checked on the
+composed nodes in document order (the same error at the same place), and plain strings, lists and
+mappings are built in one pass rather than through PyYAML's generic constructor (about 40 % less
+CPU for a 1,000-pool document). A document libyaml finds invalid is read again by the pure-Python
+loader (which checks the same bounds as it composes), so syntax errors are worded as they always
+were, unless it is longer than :data:`PYTHON_WORDING_CHARS`; then libyaml's words are kept, since
+reading it again would cost seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any, Literal
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
 from yaml.resolver import Resolver
@@ -235,6 +239,82 @@ def _check_events(events: Iterator[yaml.Event]) -> None:
             depth -= 1
 
 
+COMPOSE_FIRST_CHARS = 3 * MAX_NODES // 2
+"""Longest document composed before its bounds are checked: no text this short holds many more than
+:data:`MAX_NODES` values, so composing first costs no more than the bound allows (a 1,000-pool
+document is about 105,000 characters)."""
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _check_nodes(root: Node) -> None:
+    """:func:`_check_events` on a composed alias-free document: pre-order is document order."""
+    nodes = 0
+    stack: list[tuple[Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise _LimitError(_nodes_problem(), node.start_mark)
+        if isinstance(node, SequenceNode):
+            children = node.value
+        elif isinstance(node, MappingNode):
+            children = [item for pair in node.value for item in pair]
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise _LimitError(_depth_problem(), node.start_mark)
+        stack.extend((child, depth + 1) for child in reversed(children))
+
+
+def _build(loader: Any, node: Node) -> object:
+    """The value of an alias-free node, as :class:`_StrictConstructor` builds it.
+
+    Plain strings, lists and mappings are built here; every other tag (ints, floats, booleans,
+    nulls, timestamps, ...) and an unhashable key go to the constructor, so results and errors are
+    the stock ones.
+    """
+    tag = node.tag
+    if tag == _STR_TAG and isinstance(node, ScalarNode):
+        return node.value
+    if tag == Resolver.DEFAULT_SEQUENCE_TAG and isinstance(node, SequenceNode):
+        return [_build(loader, child) for child in node.value]
+    if tag == Resolver.DEFAULT_MAPPING_TAG and isinstance(node, MappingNode):
+        keys = []
+        seen: set[object] = set()
+        for key_node, _value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                raise _LimitError(_alias_problem("merge key", "<<"), key_node.start_mark)
+            key = _build(loader, key_node)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable: the constructor words it
+                return loader.construct_object(node, deep=True)
+            if duplicate:
+                raise _DuplicateKeyError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {_shown(key)}",
+                    key_node.start_mark,
+                )
+            keys.append(key)
+        return {key: _build(loader, value) for key, (_, value) in zip(keys, node.value, strict=True)}
+    return loader.construct_object(node, deep=True)
+
+
+def _compose_first(loader_class: Any, text: str) -> object:
+    """The single document of an alias-free ``text``: composed by libyaml, bounded, then built."""
+    loader = loader_class(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_nodes(root)
+        return _build(loader, root)
+    finally:
+        loader.dispose()
+
+
 def _yaml_load(text: str, every: bool) -> list[object]:
     """The document (``every``: every document) of ``text``, bounded; raises ``yaml.YAMLError``.
 
@@ -246,6 +326,8 @@ def _yaml_load(text: str, every: bool) -> list[object]:
     """
     if _FastLoader is not None:
         try:
+            if not every and len(text) <= COMPOSE_FIRST_CHARS and "&" not in text and "*" not in text:
+                return [_compose_first(_FastLoader, text)]
             _check_events(yaml.parse(text, Loader=_FastLoader))
             return _run(_FastLoader, text, every)
         except _LimitError:
@@ -346,6 +428,9 @@ def _too_deep(source: str) -> ConfigError:
     return ConfigError(source, DOCUMENT_PATH, f"refused: {_depth_problem()}")
 
 
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
 def _flow_too_deep(text: str) -> bool:
     """Whether brackets nest deeper than :data:`MAX_FLOW_DEPTH`, counted without parsing.
 
@@ -357,7 +442,7 @@ def _flow_too_deep(text: str) -> bool:
     if text.count("[") + text.count("{") <= MAX_FLOW_DEPTH:
         return False
     depth = 0
-    for char in text:
+    for char in _NOT_BRACKETS.sub("", text):  # the loop runs over the brackets alone
         if char in "[{":
             depth += 1
             if depth > MAX_FLOW_DEPTH:

@@ -14,9 +14,10 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
+from typing import cast
 
+from hcs_deviceplugin.entrypoints import entry_points
 from hcs_deviceplugin.model import Card, Health, HealthEvent
 
 ENTRY_POINT_GROUP = "hcs_deviceplugin.fake_hardware"
@@ -56,9 +57,9 @@ def prepare_all(directory: Path) -> PreparedHardware:
     """Run every registered ``prepare`` under ``directory/<name>``; one failing fake skips only itself."""
     ready: list[FakeHardware] = []
     skipped: dict[str, str] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for ep in sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
-            prepare: Prepare = ep.load()
+            prepare = cast(Prepare, ep.load())
             hardware = prepare(directory / ep.name)
         except Exception as exc:
             skipped[ep.name] = f"{type(exc).__name__}: {exc}"

@@ -65,3 +65,30 @@ def test_an_unreachable_socket_is_reported_not_listed(tmp_path: Path) -> None:
         assert "does not exist" in poller.last_error and not listed.is_set()
     finally:
         poller.stop()
+
+
+def test_a_poke_reads_only_after_the_poke_delay(kubelet: KubeletSimulator) -> None:
+    """The Allocate that poked is answered before its read competes with it (and kubelet cannot
+    show the allocation before it has our answer anyway)."""
+    listings: list[float] = []
+    listed = threading.Condition()
+
+    def on_listed(_held: Mapping[str, frozenset[str]], started: float) -> None:
+        with listed:
+            listings.append(started)
+            listed.notify_all()
+
+    socket = kubelet.pod_resources_socket
+    assert socket is not None
+    poller = PodResourcesPoller(socket, interval=60.0, on_listed=on_listed, min_gap=0.0, poke_delay=0.2)
+    poller.start()
+    try:
+        with listed:
+            assert listed.wait_for(lambda: len(listings) == 1, 5)
+        poked = time.monotonic()
+        poller.poke()
+        with listed:
+            assert listed.wait_for(lambda: len(listings) == 2, 5)
+        assert listings[1] - poked >= 0.2
+    finally:
+        poller.stop()

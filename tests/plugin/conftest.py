@@ -90,7 +90,8 @@ def make_server(plugin_dir: Path) -> Iterator[ServerFactory]:
 
     def make(unit_ids: Sequence[str] = ("u0", "u1"), **kwargs: Any) -> PluginServer:
         kwargs.setdefault("backoff", FAST)
-        server = PluginServer(pool(), units(*unit_ids), plugin_dir, edits, **kwargs)
+        edits_function = kwargs.pop("edits", edits)
+        server = PluginServer(pool(), units(*unit_ids), plugin_dir, edits_function, **kwargs)
         made.append(server)
         server.start()
         return server

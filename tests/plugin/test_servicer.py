@@ -4,14 +4,16 @@ and only then registers, so it answers while its Register keeps failing)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import grpc
 import pytest
 
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.model import ContainerEdits, Pool, Unit
 from hcs_deviceplugin.plugin.server import PluginServer
-from tests.plugin.conftest import WAIT, ServerFactory, pool, units, wait_until
+from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units, wait_until
 
 Calls = list[tuple[str, list[str]]]
 
@@ -85,3 +87,60 @@ def test_a_backend_that_cannot_describe_the_units_refuses_clearly(
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "its sharing daemon is not running" in (caught.value.details() or "")
     assert calls == []
+
+
+@dataclass
+class Counted:
+    """A serving pool whose edits function and Allocate listener record every call."""
+
+    server: PluginServer
+    stub: pb_grpc.DevicePluginStub
+    edits_asked: list[list[str]]
+    holds: Calls
+
+
+@pytest.fixture
+def counted(make_server: ServerFactory) -> Iterator[Counted]:
+    asked: list[list[str]] = []
+    holds: Calls = []
+
+    def counting_edits(p: Pool, chosen: Sequence[Unit]) -> ContainerEdits:
+        asked.append([u.id for u in chosen])
+        return edits(p, chosen)
+
+    def listener(pool_name: str, ids: Sequence[str]) -> None:
+        holds.append((pool_name, list(ids)))
+
+    server = serving(make_server(("u0", "u1"), on_allocate=listener, edits=counting_edits))
+    with grpc.insecure_channel(f"unix:{server.socket_path}") as channel:
+        yield Counted(server, pb_grpc.DevicePluginStub(channel), asked, holds)
+
+
+def test_the_same_ids_asked_again_are_answered_from_the_snapshot_and_held_again(counted: Counted) -> None:
+    first = counted.stub.Allocate(allocate("u0", "u1"), timeout=WAIT)
+    again = counted.stub.Allocate(allocate("u0", "u1"), timeout=WAIT)
+    other = counted.stub.Allocate(allocate("u1"), timeout=WAIT)
+    assert first == again and again.container_responses[0].envs["UNITS"] == "u0,u1"
+    assert other.container_responses[0].envs["UNITS"] == "u1"
+    assert counted.edits_asked == [["u0", "u1"], ["u1"]]  # edits once per id list
+    assert counted.holds == [("a", ["u0", "u1"]), ("a", ["u0", "u1"]), ("a", ["u1"])]  # a hold every time
+
+
+def test_a_new_unit_list_or_health_drops_the_kept_answers(counted: Counted) -> None:
+    counted.stub.Allocate(allocate("u0"), timeout=WAIT)
+    counted.server.update(pool(), units("u0", "u1", "u2"))
+    counted.stub.Allocate(allocate("u0"), timeout=WAIT)
+    counted.server.update(pool(), units("u0", "u1", "u2", unhealthy=["u0"]))
+    with pytest.raises(grpc.RpcError) as caught:
+        counted.stub.Allocate(allocate("u0"), timeout=WAIT)  # a kept answer must not outlive health
+    assert "unhealthy" in (caught.value.details() or "")
+    assert counted.edits_asked == [["u0"], ["u0"]]
+
+
+def test_forgotten_answers_are_computed_again_on_the_same_list(counted: Counted) -> None:
+    counted.stub.Allocate(allocate("u0"), timeout=WAIT)
+    version = counted.server.state.snapshot.version
+    counted.server.state.forget_answers()  # a backend rediscovered: same units, maybe other edits
+    counted.stub.Allocate(allocate("u0"), timeout=WAIT)
+    assert counted.edits_asked == [["u0"], ["u0"]]
+    assert counted.server.state.snapshot.version == version  # streams are not woken for it

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from hcs_deviceplugin.plugin.state import PoolState
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.plugin.state import MAX_ANSWERS, PoolState
 from tests.plugin.conftest import WAIT, pool, units
 
 
@@ -58,3 +59,12 @@ def test_wait_delivered_waits_for_a_stream_to_hand_over_the_version() -> None:
     assert done.is_set()
     state.note_delivered(0)  # versions only move forward
     assert state.wait_delivered(1, timeout=0)
+
+
+def test_a_full_answer_book_starts_over_rather_than_growing() -> None:
+    snapshot = PoolState(pool(), units("u0")).snapshot
+    for n in range(MAX_ANSWERS):
+        snapshot.remember(((f"id{n}",),), pb.AllocateResponse())
+    assert len(snapshot.answers) == MAX_ANSWERS
+    snapshot.remember((("one more",),), pb.AllocateResponse())
+    assert list(snapshot.answers) == [(("one more",),)]
