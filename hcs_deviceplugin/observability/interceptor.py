@@ -33,30 +33,33 @@ class LatencyInterceptor(_Interceptor):
     """Observes ``hcs_allocate_seconds`` and ``hcs_preferred_allocation_seconds`` for pool ``pool``."""
 
     def __init__(self, metrics: Metrics, pool: str) -> None:
-        self._metrics = metrics
-        self._pool = pool
+        self._observers: dict[str, Observe] = {
+            ALLOCATE: metrics.allocate_observer(pool),
+            PREFERRED: metrics.preferred_observer(pool),
+        }
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
 
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler | None:
+        """The timed handler, built once per method: gRPC asks for it on every call."""
         handler = continuation(handler_call_details)
-        observe = self._observer(handler_call_details.method)
+        method = handler_call_details.method
+        observe = self._observers.get(method)
         if handler is None or observe is None or handler.unary_unary is None:
             return handler
-        return grpc.unary_unary_rpc_method_handler(
+        kept = self._wrapped.get(method)
+        if kept is not None and kept[0] is handler:
+            return kept[1]
+        wrapped = grpc.unary_unary_rpc_method_handler(
             _timed(handler.unary_unary, observe),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
-
-    def _observer(self, method: str) -> Observe | None:
-        if method == ALLOCATE:
-            return lambda seconds, ok: self._metrics.observe_allocate(self._pool, seconds, ok)
-        if method == PREFERRED:
-            return lambda seconds, _ok: self._metrics.observe_preferred(self._pool, seconds)
-        return None
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
 
 def _timed(behaviour: Callable[[Any, grpc.ServicerContext], Any], observe: Observe) -> Callable[..., Any]:

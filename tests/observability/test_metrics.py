@@ -83,10 +83,11 @@ def test_each_scrape_reads_the_view_afresh(observed: Start) -> None:
 
 def test_event_metrics_count_what_their_methods_report() -> None:
     metrics = Metrics(process_metrics=False)
-    metrics.observe_allocate("a", 0.0003, ok=True)
-    metrics.observe_allocate("a", 0.004, ok=True)
-    metrics.observe_allocate("a", 0.02, ok=False)
-    metrics.observe_preferred("a", 0.0002)
+    allocate, preferred = metrics.allocate_observer("a"), metrics.preferred_observer("a")
+    allocate(0.0003, True)
+    allocate(0.004, True)
+    allocate(0.02, False)
+    preferred(0.0002, True)
     metrics.health_transition(H100[0], "Unhealthy")
     metrics.health_transition(H100[0], "Healthy")
     metrics.health_transition(H100[0], "Unhealthy")
