@@ -180,6 +180,33 @@ def test_new_card_asks_for_discovery(mlu: Harness) -> None:
     assert backend.container_edits([unit("MLU-feed01")]).env["CAMBRICON_VISIBLE_DEVICES"] == "2"
 
 
+def test_a_card_hot_added_mid_probe_ends_healthy(mlu: Harness) -> None:
+    """The rediscovery a new MLU starts lands before its driver has bound; the binding that follows
+    must bring another rediscovery (the shared stream announces each new fact), or the card stays
+    Unhealthy under its provisional id."""
+    node = mlu.node(pcie_node(2))
+    backend = mlu.backend(node)
+    backend.discover()
+    stream = mlu.step(backend)
+    newcomer = MluSpec(
+        "0000:40:00.0", 2, serial="feed01", numa_node=1, bridges=("0000:00:1f.0",), driver=None
+    )
+
+    node.add(newcomer)
+    first = stream.next()
+    assert isinstance(first, InventoryChanged) and "new MLU function 0000:40:00.0" in first.reason
+    half = {c.pci_address: c for c in backend.discover().cards}[newcomer.bdf]
+    assert half.health == Health.UNHEALTHY
+
+    node.rebind(newcomer.bdf)  # the probe ends before the stream's next look
+    again = stream.next_inventory_changed()
+    assert "new MLU function" not in again.reason
+    card = backend.discover().card("MLU-feed01")
+    assert card is not None and card.health == Health.HEALTHY and card.index == 2
+    stream.next_for("MLU-feed01", Health.HEALTHY)
+    assert backend.container_edits([unit("MLU-feed01")]).env["CAMBRICON_VISIBLE_DEVICES"] == "2"
+
+
 def test_checker_reports_nothing_new_on_a_steady_node(mlu: Harness) -> None:
     node = mlu.node(mlulink_node(8))
     backend = mlu.backend(node)

@@ -16,6 +16,7 @@ import pytest
 
 from hcs_deviceplugin.backend import BackendConfig
 from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged
+from tests.pcisysfs.stepped import SteppedStream
 from vendors.hygon import HygonBackend, create_backend
 from vendors.hygon.fake import FakeHygonNode, HygonNodeSpec, write_hygon_node
 
@@ -68,57 +69,6 @@ class HealthStream:
         assert not self._thread.is_alive(), "health stream did not end after stop"
 
 
-class SteppedStream:
-    """Runs ``backend.health_events()`` one item per :meth:`next`, as the supervisor consumes it.
-
-    The supervisor rediscovers inside its loop over the stream, so between two items the generator is
-    suspended and no check runs; this reproduces that order exactly (a thread only bounds the wait).
-    """
-
-    def __init__(self, backend: HygonBackend, stop: threading.Event) -> None:
-        self._stop = stop
-        self._events = backend.health_events()
-        self._asks: queue.Queue[bool] = queue.Queue()
-        self._items: queue.Queue[StreamItem | None] = queue.Queue()
-        self.seen: list[StreamItem] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while self._asks.get():
-            self._items.put(next(self._events, None))
-
-    def next(self, timeout: float = WAIT) -> StreamItem:
-        self._asks.put(True)
-        try:
-            item = self._items.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(
-                f"nothing on the health stream within {timeout}s; seen: {self.seen}"
-            ) from None
-        assert item is not None, "the health stream ended"
-        self.seen.append(item)
-        return item
-
-    def next_inventory_changed(self, timeout: float = WAIT) -> InventoryChanged:
-        while True:
-            item = self.next(timeout)
-            if isinstance(item, InventoryChanged):
-                return item
-
-    def next_for(self, device_id: str, health: Health, timeout: float = WAIT) -> HealthEvent:
-        while True:
-            item = self.next(timeout)
-            if isinstance(item, HealthEvent) and item.device_id == device_id and item.health == health:
-                return item
-
-    def close(self) -> None:
-        self._stop.set()
-        self._asks.put(False)
-        self._thread.join(WAIT)
-        assert not self._thread.is_alive(), "health stream did not end after stop"
-
-
 @dataclass
 class Harness:
     """Writes fake nodes and creates backends on them; stops every health stream at teardown."""
@@ -147,7 +97,7 @@ class Harness:
         return stream
 
     def step(self, backend: HygonBackend) -> SteppedStream:
-        stream = SteppedStream(backend, self.stops[id(backend)])
+        stream = SteppedStream(backend.health_events(), self.stops[id(backend)])
         self.streams.append(stream)
         return stream
 
