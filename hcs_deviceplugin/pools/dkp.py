@@ -13,6 +13,7 @@ field by field, and turned into our ``Pool``:
 ``resources.gpus[].name``                      the pool name: the last ``/`` segment, trimmed
 ``flags.resourcePrefix``                       the resource domain; env ``NVIDIA_RESOURCE_PREFIX`` wins
 ``sharing.timeSlicing.resources[].replicas``   ``slicesPerUnit`` of the pool its ``name`` names
+``sharing.mps.resources[].replicas``           the same, and the pool's ``sharing`` is ``mps``
 ``flags.migStrategy``                          option ``migStrategy``
 ``[flags.]plugin.deviceListStrategy`` etc.     options ``deviceListStrategy``, ``deviceIDStrategy``,
                                                ``passDeviceSpecs``, ``cdiAnnotationPrefix``
@@ -25,9 +26,8 @@ Choices where POOLS.md and upstream are silent or do not fit one process serving
 * **Strict keys.** Every key upstream's ``api/config/v1`` knows is accepted (lists below); anything
   else is an error with its path, so a typo cannot silently change what is advertised. Known keys we
   have no use for (``imex``, ``flags.gfd``, driver roots, ``failOnInitError`` …) are accepted
-  without effect. Two are refused because ignoring them would advertise something else than the
-  config says: ``sharing.mps`` (MPS is not time-slicing) and non-empty ``resources.mig(s)`` (MIG
-  pools are native ``unit: Partition`` pools).
+  without effect. Non-empty ``resources.mig(s)`` is refused because ignoring it would advertise
+  something else than the config says (MIG pools are native ``unit: Partition`` pools).
 * **Patterns.** An empty pattern is an error (upstream reads it as "every card", which in practice
   means a template rendered an empty UUID). ``^<id>$`` — written by older renderings and never
   matching upstream — is read as an exact match of ``<id>`` with a warning that says so; any other
@@ -37,10 +37,14 @@ Choices where POOLS.md and upstream are silent or do not fit one process serving
   domain is ``NVIDIA_RESOURCE_PREFIX``, else ``flags.resourcePrefix``, else the domain a qualified
   name carries, else ``gpu.deckhouse.io``; a qualified name whose domain differs from an explicit
   prefix is warned about (the prefix wins). Several names in one config give several pools.
-* **Sharing.** ``sharing`` or its older spelling ``shared`` (not both). A ``replicas`` entry names
-  the resource it applies to as upstream matches it (bare or qualified, last segment); naming a
-  resource that ``resources.gpus`` does not define, or one resource twice, is an error. Replicas are
-  1..64 (1 = exclusive; upstream wants ≥ 2, renderers write 1 for "not shared").
+* **Sharing.** ``sharing`` or its older spelling ``shared`` (not both), read by :func:`read_sharing`,
+  which the NodeGroup format shares: ``timeSlicing`` or ``mps``, not both (upstream refuses both).
+  ``mps`` takes ``renameByDefault`` and ``resources`` only; an MPS pool always refuses a request for
+  more than one replica (upstream forces ``failRequestsGreaterThanOne`` there), and needs 2 replicas
+  or more. A ``replicas`` entry names the resource it applies to as upstream matches it (bare or
+  qualified, last segment); naming a resource that ``resources.gpus`` does not define, or one
+  resource twice, is an error. Time-slicing replicas are 1..64 (1 = exclusive; upstream wants ≥ 2,
+  renderers write 1 for "not shared"); a pool the section does not name stays exclusive.
   ``renameByDefault: true`` advertises a shared pool as ``<resource>.shared``, as upstream does;
   ``rename`` and ``devices`` are ignored with a warning, as upstream overrides them.
 * **MIG strategy** is passed to the backend (option ``migStrategy``); the pool stays a ``Card`` pool,
@@ -116,6 +120,7 @@ RESOURCES_KEYS = ("gpus", "mig", "migs")
 GPU_KEYS = ("pattern", "name")
 SHARING_KEYS = ("timeSlicing", "mps")
 TIME_SLICING_KEYS = ("renameByDefault", "failRequestsGreaterThanOne", "resources", "strategy")
+MPS_KEYS = ("renameByDefault", "resources")
 REPLICATED_KEYS = ("name", "rename", "devices", "replicas")
 
 _LEGACY_ANCHORED = re.compile(r"\^(?P<id>[^*^$]+)\$")
@@ -202,7 +207,7 @@ def _document(
     delivery, options = delivery_from_strategies(_plugin_options(root, flags, report))
     explicit_prefix = _explicit_prefix(flags, env, report)
     entries = _gpus(root, report, warn)
-    replicas, rename = _sharing(root, set(entries), report, warn)
+    sharing = read_sharing(root, report, warn, set(entries))
 
     pools: list[LocatedPool] = []
     for name, entry in entries.items():
@@ -213,8 +218,10 @@ def _document(
                 f"names domain {entry.domain!r}, but resources are advertised under {explicit_prefix!r} "
                 f"(flags.resourcePrefix or {RESOURCE_PREFIX_ENV}); the name's domain is ignored",
             )
-        slices = replicas.get(name, 1)
-        resource_name = f"{prefix}/{name}" + (SHARED_SUFFIX if rename and slices > 1 else "")
+        slices = sharing.replicas.get(name, 1)
+        if sharing.pool_sharing(name) and not check_mps_replicas(name, slices, report):
+            continue
+        resource_name = f"{prefix}/{name}" + (SHARED_SUFFIX if sharing.rename and slices > 1 else "")
         problem = validate_extended_resource_name(resource_name)
         if problem is not None:
             report.add(child(entry.path, "name"), f"resource name {resource_name!r} is invalid: {problem}")
@@ -227,6 +234,7 @@ def _document(
             devices=tuple(entry.selectors),
             source=source,
             options=options,
+            sharing=sharing.pool_sharing(name),
             device_delivery=delivery,
         )
         pools.append(LocatedPool(pool, child(entry.path, "name")))
@@ -404,39 +412,87 @@ def _name(entry: Mapping[object, object], path: str, report: Report) -> tuple[st
     return name, domain.strip() or None
 
 
-def _sharing(
-    root: Mapping[object, object], names: set[str], report: Report, warn: Warn
-) -> tuple[dict[str, int], bool]:
-    """Replicas by pool name, and whether shared pools are renamed ``<resource>.shared``."""
+@dataclass(frozen=True)
+class Sharing:
+    """What a config's ``sharing`` says: replicas by resource name (the last ``/`` segment), the mode
+    (``timeSlicing``, ``mps``, or None without one) and whether shared resources get ``.shared``."""
+
+    replicas: Mapping[str, int] = field(default_factory=dict)
+    mode: str | None = None
+    rename: bool = False
+
+    def pool_sharing(self, resource: str) -> str:
+        """:attr:`Pool.sharing` of ``resource``: ``mps`` when MPS replicates it, else empty (time-slicing
+        and exclusive cards need nothing from the backend)."""
+        return "mps" if self.mode == "mps" and resource in self.replicas else ""
+
+
+def check_mps_replicas(resource: str, slices: int, report: Report) -> bool:
+    """An MPS-shared resource needs 2 replicas or more (one MPS client owning a whole card is an
+    exclusive card with a daemon in the way); False after reporting when it has fewer."""
+    if slices < 2:
+        report.add("sharing.mps", f"MPS needs at least 2 replicas of {resource!r}, got {slices}")
+        return False
+    return True
+
+
+def read_sharing(
+    root: Mapping[object, object], report: Report, warn: Warn, names: set[str] | None = None
+) -> Sharing:
+    """``sharing`` (or its older spelling ``shared``) of an NVIDIA plugin config, checked.
+
+    One of ``timeSlicing`` and ``mps``, as upstream. ``names``: the resources the config defines, when
+    it defines them (the per-pool format: replicas for another name are an error); None takes any
+    name (the NodeGroup format serves one resource and warns about the rest itself). Shared by both
+    formats, so that a config means the same in either.
+    """
     key = "sharing"
     if optional(root, "shared") is not MISSING:
         if optional(root, "sharing") is not MISSING:
             report.add("shared", "give sharing or its older name shared, not both")
         else:
             key = "shared"
-    sharing = _section(root, key, key, report)
-    check_keys(sharing, SHARING_KEYS, key, report)
-    if optional(sharing, "mps") is not MISSING:
-        report.add(child(key, "mps"), "MPS sharing is not supported; use timeSlicing")
-    path = child(key, "timeSlicing")
-    slicing = _section(sharing, "timeSlicing", path, report)
-    check_keys(slicing, TIME_SLICING_KEYS, path, report)
+    section = _section(root, key, key, report)
+    check_keys(section, SHARING_KEYS, key, report)
+    found: list[tuple[str, Mapping[object, object]]] = []
+    for mode, allowed in (("timeSlicing", TIME_SLICING_KEYS), ("mps", MPS_KEYS)):
+        if optional(section, mode) is MISSING:
+            continue
+        body = _section(section, mode, child(key, mode), report)
+        check_keys(body, allowed, child(key, mode), report)
+        found.append((mode, body))
+    if len(found) > 1:
+        report.add(key, "give one of timeSlicing and mps, not both (upstream refuses both as well)")
+        return Sharing()
+    if not found:
+        return Sharing()
+    mode, body = found[0]
+    path = child(key, mode)
     rename = False
-    raw = optional(slicing, "renameByDefault")
+    raw = optional(body, "renameByDefault")
     if raw is not MISSING:
         rename = bool(boolean(raw, child(path, "renameByDefault"), report))
-    raw = optional(slicing, "failRequestsGreaterThanOne")
-    if raw is not MISSING:
-        boolean(raw, child(path, "failRequestsGreaterThanOne"), report)
-    raw = optional(slicing, "strategy")
-    if raw is not MISSING and raw != "":
-        report.add(child(path, "strategy"), f"unknown time-slicing strategy {describe_value(raw)}")
-    raw = optional(slicing, "resources")
-    resources = [] if raw is MISSING else sequence(raw, child(path, "resources"), report) or []
+    if mode == "timeSlicing":
+        raw = optional(body, "failRequestsGreaterThanOne")
+        if raw is not MISSING:
+            boolean(raw, child(path, "failRequestsGreaterThanOne"), report)
+        raw = optional(body, "strategy")
+        if raw is not MISSING and raw != "":
+            report.add(child(path, "strategy"), f"unknown time-slicing strategy {describe_value(raw)}")
+    return Sharing(_replicas(body, path, names, report, warn), mode, rename)
+
+
+def _replicas(
+    body: Mapping[object, object], path: str, names: set[str] | None, report: Report, warn: Warn
+) -> dict[str, int]:
+    """``resources[].replicas`` by resource name (the last ``/`` segment)."""
+    raw = optional(body, "resources")
+    where = child(path, "resources")
+    resources = [] if raw is MISSING else sequence(raw, where, report) or []
     replicas: dict[str, int] = {}
     first: dict[str, str] = {}
     for index, raw_entry in enumerate(resources):
-        entry_path = item(child(path, "resources"), index)
+        entry_path = item(where, index)
         entry = mapping(raw_entry, entry_path, report, "a mapping with name and replicas")
         if entry is None:
             continue
@@ -458,11 +514,11 @@ def _sharing(
             continue
         first[name] = entry_path
         replicas[name] = count
-    return replicas, rename
+    return replicas
 
 
 def _replicated_name(
-    entry: Mapping[object, object], path: str, names: set[str], report: Report
+    entry: Mapping[object, object], path: str, names: set[str] | None, report: Report
 ) -> str | None:
     raw = optional(entry, "name")
     if raw is MISSING:
@@ -472,7 +528,7 @@ def _replicated_name(
     if text is None:
         return None
     name = text.strip().rpartition("/")[2].strip()
-    if name not in names:
+    if names is not None and name not in names:
         defined = ", ".join(sorted(names)) or "none"
         report.add(path, f"{text!r} names no resource of resources.gpus (defined: {defined})")
         return None

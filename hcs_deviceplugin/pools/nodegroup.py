@@ -54,7 +54,6 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from hcs_deviceplugin.model import DeviceSelector, Pool, UnitKind
 from hcs_deviceplugin.pools import dkp
@@ -64,20 +63,13 @@ from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErro
 from hcs_deviceplugin.pools.fields import (
     MISSING,
     Report,
-    boolean,
     check_keys,
-    child,
     describe_value,
-    integer,
-    item,
     mapping,
     optional,
-    sequence,
-    string,
 )
 from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
 from hcs_deviceplugin.pools.names import validate_extended_resource_name
-from hcs_deviceplugin.pools.native import MAX_SLICES_PER_UNIT, MIN_SLICES_PER_UNIT
 from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
@@ -107,7 +99,6 @@ PLUGIN_ENV = {
     "deviceListStrategy": "DEVICE_LIST_STRATEGY",
     "deviceIDStrategy": "DEVICE_ID_STRATEGY",
 }
-MPS_KEYS = ("renameByDefault", "resources")
 
 
 def nodegroup_hash(group: str) -> str:
@@ -215,15 +206,6 @@ def _choose(obj: ConfigMapObject, node: NodeContext) -> str:
     raise ConfigErrors([ConfigError(obj.source, "data", message)])
 
 
-@dataclass(frozen=True)
-class _Sharing:
-    """Replicas by resource name (the last ``/`` segment), the mode, and the ``.shared`` renaming."""
-
-    replicas: Mapping[str, int]
-    mode: str | None = None
-    rename: bool = False
-
-
 def _config(
     document: object, source: str, node: NodeContext, env: Mapping[str, str], report: Report, warn: dkp.Warn
 ) -> list[LocatedPool]:
@@ -249,7 +231,7 @@ def _config(
             "not supported in a NodeGroup config (DKP renders none): the config serves every GPU of the "
             "node; use the per-pool format to pick cards",
         )
-    sharing = _sharing(root, report, warn)
+    sharing = dkp.read_sharing(root, report, warn)
     if not report.clean_since(0):
         return []
     layout = _layout(strategy, node, report)
@@ -260,8 +242,7 @@ def _config(
     for named in sorted(set(sharing.replicas) - {resource}):
         warn("sharing", f"replicas for {named!r}, which is not served here ({resource!r}); ignored")
     mps = sharing.mode == "mps"
-    if mps and slices < 2:
-        report.add("sharing.mps", f"MPS needs at least 2 replicas of {resource!r}, got {slices}")
+    if mps and not dkp.check_mps_replicas(resource, slices, report):
         return []
     renamed = resource + (dkp.SHARED_SUFFIX if sharing.rename and slices > 1 else "")
     resource_name = f"{domain}/{renamed}"
@@ -306,80 +287,3 @@ def _layout(strategy: str, node: NodeContext, report: Report) -> tuple[UnitKind,
         return None
     resource = GPU_RESOURCE if strategy == "single" else "mig-" + profile.replace("+", ".")
     return UnitKind.PARTITION, profile, resource
-
-
-def _sharing(root: Mapping[object, object], report: Report, warn: dkp.Warn) -> _Sharing:
-    key = "sharing"
-    if optional(root, "shared") is not MISSING:
-        if optional(root, "sharing") is not MISSING:
-            report.add("shared", "give sharing or its older name shared, not both")
-        else:
-            key = "shared"
-    raw = optional(root, key)
-    if raw is MISSING:
-        return _Sharing({})
-    section = mapping(raw, key, report) or {}
-    check_keys(section, dkp.SHARING_KEYS, key, report)
-    found: list[tuple[str, Mapping[object, object]]] = []
-    for mode, allowed in (("timeSlicing", dkp.TIME_SLICING_KEYS), ("mps", MPS_KEYS)):
-        raw_mode = optional(section, mode)
-        if raw_mode is MISSING:
-            continue
-        body = mapping(raw_mode, child(key, mode), report) or {}
-        check_keys(body, allowed, child(key, mode), report)
-        found.append((mode, body))
-    if len(found) > 1:
-        report.add(key, "give one of timeSlicing and mps, not both (upstream refuses both as well)")
-        return _Sharing({})
-    if not found:
-        return _Sharing({})
-    mode, body = found[0]
-    path = child(key, mode)
-    rename = False
-    raw_rename = optional(body, "renameByDefault")
-    if raw_rename is not MISSING:
-        rename = bool(boolean(raw_rename, child(path, "renameByDefault"), report))
-    raw_fail = optional(body, "failRequestsGreaterThanOne")
-    if raw_fail is not MISSING:
-        boolean(raw_fail, child(path, "failRequestsGreaterThanOne"), report)
-    raw_strategy = optional(body, "strategy")
-    if raw_strategy is not MISSING and raw_strategy != "":
-        report.add(child(path, "strategy"), f"unknown strategy {describe_value(raw_strategy)}")
-    replicas = _replicas(body, path, report, warn)
-    return _Sharing(replicas, "mps" if mode == "mps" else "timeSlicing", rename)
-
-
-def _replicas(body: Mapping[object, object], path: str, report: Report, warn: dkp.Warn) -> dict[str, int]:
-    """``resources[].replicas`` by resource name (the last ``/`` segment)."""
-    raw_resources = optional(body, "resources")
-    where = child(path, "resources")
-    entries = [] if raw_resources is MISSING else sequence(raw_resources, where, report) or []
-    replicas: dict[str, int] = {}
-    for index, raw_entry in enumerate(entries):
-        entry_path = item(where, index)
-        entry = mapping(raw_entry, entry_path, report, "a mapping with name and replicas")
-        if entry is None:
-            continue
-        check_keys(entry, dkp.REPLICATED_KEYS, entry_path, report)
-        raw_name = optional(entry, "name")
-        name = None
-        if raw_name is MISSING:
-            report.add(child(entry_path, "name"), "required: the resource these replicas apply to")
-        elif (text := string(raw_name, child(entry_path, "name"), report)) is not None:
-            name = text.strip().rpartition("/")[2].strip()
-        raw_count = optional(entry, "replicas")
-        count = None
-        if raw_count is MISSING:
-            report.add(child(entry_path, "replicas"), "required")
-        else:
-            count = integer(
-                raw_count, child(entry_path, "replicas"), MIN_SLICES_PER_UNIT, MAX_SLICES_PER_UNIT, report
-            )
-        dkp._ignored(entry, entry_path, warn)
-        if name is None or count is None:
-            continue
-        if name in replicas:
-            report.add(child(entry_path, "name"), f"replicas for {name!r} are given twice")
-            continue
-        replicas[name] = count
-    return replicas

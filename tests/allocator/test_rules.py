@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from hcs_deviceplugin.allocation import (
@@ -132,11 +130,8 @@ def test_large_nodes_are_not_enumerated(monkeypatch: pytest.MonkeyPatch) -> None
     units = whole(cards)
     held = {f"g{i:03d}" for i in range(0, 512, 3)}
     available = [c for c in cards if c not in held]
-    started = time.perf_counter()
-    chosen = topo.preferred(available, [], 8, units)
-    elapsed = time.perf_counter() - started
+    chosen = topo.preferred(available, [], 8, units)  # its latency: bench allocator, "8 of 512 cards"
     assert len(chosen) == 8 and set(chosen) <= set(available)
-    assert elapsed < 2.0
     fresh = topo.preferred(list(cards), [], 8, units)
     assert fresh == [f"g{i:03d}" for i in range(8)], "a whole free NVLink island"
 

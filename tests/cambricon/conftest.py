@@ -17,6 +17,7 @@ import pytest
 
 from hcs_deviceplugin.backend import BackendConfig
 from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged
+from tests.pcisysfs.stepped import SteppedStream
 from vendors.cambricon import CambriconBackend, create_backend
 from vendors.cambricon.fake.tree import FakeMluNode, NodeSpec, write_cambricon_node
 
@@ -30,6 +31,7 @@ class Harness:
 
     tmp_path: Path
     streams: list[HealthStream] = field(default_factory=list)
+    stepped: list[SteppedStream] = field(default_factory=list)
     stops: list[threading.Event] = field(default_factory=list)
     _count: int = 0
 
@@ -48,11 +50,19 @@ class Harness:
         self.streams.append(stream)
         return stream
 
+    def step(self, backend: CambriconBackend) -> SteppedStream:
+        """The stream read one item per ``next()``, rediscovery left to the test (see stepped.py)."""
+        stream = SteppedStream(backend.health_events(), self.stops[-1])
+        self.stepped.append(stream)
+        return stream
+
     def close(self) -> None:
         for stop in self.stops:
             stop.set()
         for stream in self.streams:
             stream.join()
+        for stepped in self.stepped:
+            stepped.close()
 
 
 @pytest.fixture

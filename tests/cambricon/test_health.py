@@ -174,9 +174,36 @@ def test_new_card_asks_for_discovery(mlu: Harness) -> None:
     stream = mlu.watch(backend)
     node.add(MluSpec("0000:40:00.0", 2, serial="feed01", numa_node=1, bridges=("0000:00:1f.0",)))
     changed = stream.wait_inventory_changed()
-    assert "new device" in changed.reason
+    assert "new MLU function 0000:40:00.0" in changed.reason
     card = backend.discover().card("MLU-feed01")
     assert card is not None and card.health == Health.HEALTHY and card.index == 2
+    assert backend.container_edits([unit("MLU-feed01")]).env["CAMBRICON_VISIBLE_DEVICES"] == "2"
+
+
+def test_a_card_hot_added_mid_probe_ends_healthy(mlu: Harness) -> None:
+    """The rediscovery a new MLU starts lands before its driver has bound; the binding that follows
+    must bring another rediscovery (the shared stream announces each new fact), or the card stays
+    Unhealthy under its provisional id."""
+    node = mlu.node(pcie_node(2))
+    backend = mlu.backend(node)
+    backend.discover()
+    stream = mlu.step(backend)
+    newcomer = MluSpec(
+        "0000:40:00.0", 2, serial="feed01", numa_node=1, bridges=("0000:00:1f.0",), driver=None
+    )
+
+    node.add(newcomer)
+    first = stream.next()
+    assert isinstance(first, InventoryChanged) and "new MLU function 0000:40:00.0" in first.reason
+    half = {c.pci_address: c for c in backend.discover().cards}[newcomer.bdf]
+    assert half.health == Health.UNHEALTHY
+
+    node.rebind(newcomer.bdf)  # the probe ends before the stream's next look
+    again = stream.next_inventory_changed()
+    assert "new MLU function" not in again.reason
+    card = backend.discover().card("MLU-feed01")
+    assert card is not None and card.health == Health.HEALTHY and card.index == 2
+    stream.next_for("MLU-feed01", Health.HEALTHY)
     assert backend.container_edits([unit("MLU-feed01")]).env["CAMBRICON_VISIBLE_DEVICES"] == "2"
 
 
@@ -189,10 +216,10 @@ def test_checker_reports_nothing_new_on_a_steady_node(mlu: Harness) -> None:
     assert set(checker.check().values()) == {
         (Health.HEALTHY, f"PCI function {b} is CN_RUNNING") for b in node.bdfs
     }
-    assert checker.new_cards() is False
+    assert checker.new_cards() == frozenset()
     node.add(MluSpec("0000:40:00.0", 9, serial="feed02"))
     checker.check()
-    assert checker.new_cards() is True
+    assert checker.new_cards() == {"new MLU function 0000:40:00.0"}
 
 
 def unit(card_id: str) -> Unit:
@@ -249,4 +276,4 @@ def test_ids_given_for_a_shared_serial_are_final(mlu: Harness) -> None:
     snapshot = backend._current()
     checker = CardChecker(node.host_root, lambda: (snapshot.known, snapshot.unhealthy_at_discovery))
     assert set(checker.check()) == {"MLU-pci-0000:02:00.0", "MLU-pci-0000:04:00.0"}
-    assert checker.new_cards() is False, "re-discovering would give the same ids: nothing to ask for"
+    assert checker.new_cards() == frozenset(), "re-discovering would give the same ids: nothing to ask for"

@@ -16,6 +16,7 @@ import pytest
 
 from hcs_deviceplugin.backend import BackendConfig
 from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged
+from tests.pcisysfs.stepped import SteppedStream
 from vendors.hygon import HygonBackend, create_backend
 from vendors.hygon.fake import FakeHygonNode, HygonNodeSpec, write_hygon_node
 
@@ -73,7 +74,7 @@ class Harness:
     """Writes fake nodes and creates backends on them; stops every health stream at teardown."""
 
     tmp_path: Path
-    streams: list[HealthStream] = field(default_factory=list)
+    streams: list[HealthStream | SteppedStream] = field(default_factory=list)
     stops: dict[int, threading.Event] = field(default_factory=dict)
     _count: int = 0
 
@@ -92,6 +93,11 @@ class Harness:
 
     def watch(self, backend: HygonBackend) -> HealthStream:
         stream = HealthStream(backend, self.stops[id(backend)])
+        self.streams.append(stream)
+        return stream
+
+    def step(self, backend: HygonBackend) -> SteppedStream:
+        stream = SteppedStream(backend.health_events(), self.stops[id(backend)])
         self.streams.append(stream)
         return stream
 

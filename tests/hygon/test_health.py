@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from hcs_deviceplugin.model import Health, HealthEvent, Unit
+from hcs_deviceplugin.model import Health, HealthEvent, InventoryChanged, Unit
 from tests.hygon.conftest import Harness
 from vendors.hygon import attributes as attr
 from vendors.hygon.fake import pcie_node, xgmi_node
@@ -164,11 +164,54 @@ def test_a_new_card_asks_for_discovery(hygon: Harness) -> None:
     )
     node.add_card(newcomer)
     changed = stream.wait_inventory_changed()
-    assert "new device" in changed.reason
+    assert "new DCU function 0000:03:02.0 (" in changed.reason
     cards = backend.discover().cards
     assert [c.id for c in cards][-1] == "DCU-TPXS32NEWCARD001"
     assert [c.index for c in cards] == [0, 1, 2]
     assert cards[-1].health == Health.HEALTHY
+
+
+def test_a_card_hot_added_mid_probe_ends_healthy_with_its_minors(hygon: Harness) -> None:
+    """The race: the rediscovery a new card starts lands while its driver is still binding.
+
+    Discovery then knows the card without DRM minors; when the probe finishes before the stream looks
+    again, the card's completion must bring another rediscovery, or it stays Unhealthy for good.
+    """
+    node = hygon.node(pcie_node(2))
+    backend = hygon.backend(node)
+    backend.discover()
+    stream = hygon.step(backend)
+    newcomer = DcuSpec(
+        address="0000:03:02.0",
+        card_minor=3,
+        render_minor=130,
+        numa_node=0,
+        bridges=node.spec.dcus[0].bridges[:2],
+        gpu_id=999,
+        serial="TPXS32NEWCARD001",
+    )
+
+    node.plug_card(newcomer)
+    first = stream.next()
+    assert isinstance(first, InventoryChanged)
+    assert first.reason.endswith(": new DCU function 0000:03:02.0 (card?/renderD?)")
+    half = backend.discover().cards[-1]  # what the supervisor does before the stream looks again
+    assert (half.pci_address, half.health) == ("0000:03:02.0", Health.UNHEALTHY)
+    assert attr.DRM_CARD_MINOR not in half.attributes
+
+    node.bind(newcomer.address)  # the probe ends before the stream's next look
+    again = stream.next_inventory_changed()
+    assert "DRM minors of 0000:03:02.0 are card3/renderD130, not card?/renderD?" in again.reason
+    whole = backend.discover().card(half.id)
+    assert whole is not None and whole.index == 2, "the id and index the address got stay"
+    assert (whole.attributes[attr.DRM_CARD_MINOR], whole.attributes[attr.DRM_RENDER_MINOR]) == ("3", "130")
+    assert whole.health == Health.HEALTHY
+    stream.next_for(half.id, Health.HEALTHY)
+    paths = [
+        d.container_path
+        for d in backend.container_edits([Unit(id=half.id, card_id=half.id, backend="hygon")]).devices
+    ]
+    assert paths[-2:] == ["/dev/dri/card3", "/dev/dri/renderD130"]
 
 
 def test_udev_auto_falls_back_to_rescan_on_a_test_root(hygon: Harness) -> None:

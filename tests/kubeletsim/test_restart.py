@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -140,21 +139,16 @@ def test_unreturned_plugin_is_dropped_after_grace(
     assert RESOURCE not in json.loads(sim.checkpoint_path.read_text())["Data"]["RegisteredDevices"]
 
 
-def test_twenty_restarts_in_a_row_are_fast_and_clean(
-    sim: KubeletSimulator, make_plugin: PluginFactory
-) -> None:
+def test_twenty_restarts_in_a_row_are_clean(sim: KubeletSimulator, make_plugin: PluginFactory) -> None:
+    """How long a restart takes, the reliability bench prints (simulated kubelet restart)."""
     plugin = _ready(sim, make_plugin)
     held = sim.allocate("pod-a", "main", RESOURCE, 1)
-    slowest = 0.0
     for _ in range(20):
-        started = time.monotonic()
         sim.restart()
-        slowest = max(slowest, time.monotonic() - started)
         plugin.rebind()
         registered(sim, plugin)
         plugin.wait_open_streams(1)
 
-    assert slowest < 0.5
     view = sim.resource(RESOURCE)
     assert (view.registrations, view.stream_opens, view.stream_ends) == (21, 21, 0)
     assert view.healthy == {"d0", "d1", "d2"}

@@ -1,4 +1,4 @@
-"""The re-scan health stream: changes only, new hardware announced once, stop ends it."""
+"""The re-scan health stream: changes only, each new stale fact announced once, stop ends it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Hardware:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cards: dict[str, tuple[Health, str]] = {"a": (Health.HEALTHY, ""), "b": (Health.HEALTHY, "")}
-        self.new = False
+        self.new: frozenset[str] = frozenset()
         self.broken = False
         self.failed_checks = 0
 
@@ -35,7 +35,7 @@ class Hardware:
                 raise OSError("bus directory unreadable")
             return dict(self.cards)
 
-    def has_new(self) -> bool:
+    def has_new(self) -> frozenset[str]:
         with self.lock:
             return self.new
 
@@ -77,12 +77,37 @@ def test_only_changes_are_reported_and_a_failed_check_changes_nothing() -> None:
         hardware.cards["b"] = (Health.HEALTHY, "")
     assert events.get(timeout=WAIT) == HealthEvent("b", Health.HEALTHY, "")
     with hardware.lock:
-        hardware.new = True
+        hardware.new = frozenset({"new card c"})
     event = events.get(timeout=WAIT)
-    assert isinstance(event, InventoryChanged) and "new device" in event.reason
+    assert isinstance(event, InventoryChanged) and event.reason.endswith(": new card c")
     with hardware.lock:
         hardware.cards["a"] = (Health.UNHEALTHY, "driver unbound")
     # The new card is announced once, not on every re-scan: the next event is card a's.
+    assert events.get(timeout=WAIT) == HealthEvent("a", Health.UNHEALTHY, "driver unbound")
+    stop.set()
+    assert events.get(timeout=WAIT) is None
+
+
+def test_a_new_stale_fact_is_announced_while_an_older_one_stays() -> None:
+    """A card seen mid-probe ("new, no minors") and then complete ("minors are ...") is announced twice.
+
+    The rediscovery the first announcement starts can land before the probe ends; then only the
+    second fact brings the rediscovery that sees the card's minors. A fact that stays is not repeated.
+    """
+    hardware, stop = Hardware(), threading.Event()
+    events = _run(hardware, stop)
+    with hardware.lock:
+        hardware.new = frozenset({"new card c (card?/renderD?)"})
+    first = events.get(timeout=WAIT)
+    assert isinstance(first, InventoryChanged) and first.reason.endswith(": new card c (card?/renderD?)")
+    with hardware.lock:
+        hardware.new = frozenset({"new card c (card?/renderD?)", "card c minors are card3/renderD130"})
+    second = events.get(timeout=WAIT)
+    assert isinstance(second, InventoryChanged)
+    assert second.reason.endswith(": card c minors are card3/renderD130"), "only the new fact is named"
+    with hardware.lock:
+        hardware.cards["a"] = (Health.UNHEALTHY, "driver unbound")
+    # Both facts stay, unresolved: no rediscovery storm, the next event is card a's.
     assert events.get(timeout=WAIT) == HealthEvent("a", Health.UNHEALTHY, "driver unbound")
     stop.set()
     assert events.get(timeout=WAIT) is None

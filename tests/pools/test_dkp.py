@@ -276,6 +276,63 @@ VALID = [
         [pool(slices_per_unit=2, devices=patterns("GPU-1"))],
         id="known-upstream-keys-without-effect-are-accepted",
     ),
+    pytest.param(
+        """
+        version: v1
+        resources:
+          gpus:
+          - {pattern: GPU-1, name: team-a}
+        sharing:
+          mps:
+            resources:
+            - {name: gpu.deckhouse.io/team-a, replicas: 4}
+        """,
+        [pool(slices_per_unit=4, sharing="mps", devices=patterns("GPU-1"))],
+        id="mps-is-a-pool-shared-by-mps",
+    ),
+    pytest.param(
+        """
+        version: v1
+        resources:
+          gpus:
+          - {pattern: GPU-1, name: team-a}
+        sharing:
+          mps:
+            renameByDefault: true
+            resources:
+            - {name: team-a, replicas: 2}
+        """,
+        [
+            Pool(
+                name="team-a",
+                resource_name="gpu.deckhouse.io/team-a.shared",
+                slices_per_unit=2,
+                sharing="mps",
+                devices=patterns("GPU-1"),
+                source=SOURCE,
+            )
+        ],
+        id="mps-rename-by-default-advertises-dot-shared",
+    ),
+    pytest.param(
+        """
+        version: v1
+        resources:
+          gpus:
+          - {pattern: GPU-1, name: team-a}
+          - {pattern: GPU-2, name: team-b}
+        shared:
+          mps:
+            renameByDefault: false
+            resources:
+            - {name: team-b, replicas: 3}
+        """,
+        [
+            pool(devices=patterns("GPU-1")),
+            pool("team-b", slices_per_unit=3, sharing="mps", devices=patterns("GPU-2")),
+        ],
+        id="mps-shares-only-the-resources-it-names",
+    ),
 ]
 
 
@@ -498,9 +555,34 @@ INVALID = [
         id="replicas-typo",
     ),
     case(
-        gpus("sharing: {mps: {resources: [{name: team-a, replicas: 2}]}}\n"),
-        ("sharing.mps", "MPS sharing is not supported"),
-        id="mps",
+        gpus("sharing: {mps: {resources: [{name: team-a, replicas: 1}]}}\n"),
+        ("sharing.mps", "MPS needs at least 2 replicas of 'team-a', got 1"),
+        id="mps-one-replica",
+    ),
+    case(
+        gpus("sharing: {mps: {resources: [{name: team-b, replicas: 2}]}}\n"),
+        ("sharing.mps.resources[0].name", "'team-b' names no resource of resources.gpus (defined: team-a)"),
+        id="mps-replicas-for-unknown-resource",
+    ),
+    case(
+        gpus("sharing: {mps: {failRequestsGreaterThanOne: true}}\n"),
+        ("sharing.mps.failRequestsGreaterThanOne", "unknown key; allowed: renameByDefault, resources"),
+        id="mps-fail-requests-greater-than-one",
+    ),
+    case(
+        gpus("sharing: {mps: {strategy: packed, resources: [{name: team-a, replicas: 2}]}}\n"),
+        ("sharing.mps.strategy", "unknown key"),
+        id="mps-strategy",
+    ),
+    case(
+        gpus("sharing: {timeSlicing: {resources: []}, mps: {resources: [{name: team-a, replicas: 2}]}}\n"),
+        ("sharing", "give one of timeSlicing and mps, not both"),
+        id="mps-and-time-slicing",
+    ),
+    case(
+        gpus("sharing: {mps: [1]}\n"),
+        ("sharing.mps", "must be a mapping, got a list"),
+        id="mps-list",
     ),
     case(
         gpus("sharing: {timeSlicing: {resources: []}}\nshared: {timeSlicing: {resources: []}}\n"),

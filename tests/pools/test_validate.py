@@ -199,3 +199,15 @@ def test_star_patterns_of_two_dkp_pools_are_flagged(tmp_path: Path) -> None:
     code, out, _ = run(tmp_path)
     assert code == 0, "valid as config; the conflict is resolved at apply time"
     assert "warning: pattern=* is claimed by pools a, b: none of them gets it" in out.splitlines()
+
+
+def test_a_dkp_per_pool_config_shared_by_mps(tmp_path: Path) -> None:
+    path = tmp_path / "cms.yaml"
+    path.write_text(MANIFESTS.split("---")[0].replace("timeSlicing:", "mps:"))
+    assert run(path) == (
+        0,
+        f"{DKP_SOURCE}: valid dkp-per-pool config, "
+        "pools: team-a (gpu.deckhouse.io/team-a, Card x4 mps, 1 device entry)\n"
+        "1 object(s), 1 pool(s), 0 error(s)\n",
+        "",
+    )

@@ -59,8 +59,8 @@ class CardChecker:
     ) -> None:
         self._host_root = host_root
         self._known = known
-        self._drift: str | None = None
-        self._logged: str | None = None
+        self._drift: tuple[str, ...] = ()
+        self._logged: tuple[str, ...] = ()
 
     def check(self) -> dict[str, tuple[Health, str]]:
         table, unhealthy_at_discovery = self._known()
@@ -82,7 +82,7 @@ class CardChecker:
             if known.provisional and info is not None and info.board_serial is not None:
                 drift.append(f"{bdf} has a board serial now")
         drift.extend(f"new MLU function {bdf}" for bdf in self._unknown_functions(table))
-        self._drift = "; ".join(drift) or None
+        self._drift = tuple(drift)
         return result
 
     def _unknown_functions(self, table: Mapping[str, KnownCard]) -> list[str]:
@@ -92,9 +92,9 @@ class CardChecker:
             return []
         return sorted(b for b in entries if b.lower() not in table and _is_new_mlu(self._host_root, b))
 
-    def new_cards(self) -> bool:
-        """Whether the last :meth:`check` found something only a new discovery can take in."""
-        if self._drift is not None and self._drift != self._logged:
-            log.info("MLU inventory changed: %s", self._drift)
+    def new_cards(self) -> frozenset[str]:
+        """What the last :meth:`check` found that only a new discovery can take in, one line per fact."""
+        if self._drift and self._drift != self._logged:
+            log.info("MLU inventory changed: %s", "; ".join(self._drift))
         self._logged = self._drift
-        return self._drift is not None
+        return frozenset(self._drift)

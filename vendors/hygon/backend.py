@@ -154,9 +154,9 @@ class HygonBackend:
         found += [a for a in scan.errors if discovery.errored_is_dcu(root, a, self._table)]
         return found
 
-    def _stale(self) -> bool:
+    def _stale(self) -> frozenset[str]:
         snapshot = self._current()
-        return health.inventory_stale(
+        return health.stale_facts(
             self._config.host_root, snapshot.by_address, snapshot.shared, self._dcu_addresses
         )
 

@@ -149,21 +149,34 @@ class Confirm:
         return confirmed
 
 
-def inventory_stale(
+def _minors_text(minors: drm.DrmMinors) -> str:
+    card = "?" if minors.card is None else str(minors.card)
+    render = "?" if minors.render is None else str(minors.render)
+    return f"card{card}/renderD{render}"
+
+
+def stale_facts(
     host_root: Path,
     known: Mapping[str, CardFacts],
     shared: SharedNodes,
     dcu_addresses: Callable[[], Iterable[str]],
-) -> bool:
-    """Whether discovery must run again: a DCU it does not know, new DRM minors, changed shared nodes.
+) -> frozenset[str]:
+    """What discovery must run again for: a DCU it does not know, new DRM minors, changed shared nodes.
 
-    ``known`` is by PCI address; ``dcu_addresses`` lists the DCU functions present now.
+    One line per fact, naming the state it saw (a new DCU's minors so far), so that a card whose
+    driver finishes binding after the rediscovery its appearance started is a new fact, and is
+    announced again (see :mod:`vendors.pcisysfs.health`). ``known`` is by PCI address;
+    ``dcu_addresses`` lists the DCU functions present now.
     """
+    facts: set[str] = set()
     for address in dcu_addresses():
-        facts = known.get(address)
-        if facts is None:
-            return True
         now = drm.function_minors(function_dir(host_root, address))
-        if now.complete and now != facts.minors:
-            return True
-    return present_shared_devices(host_root) != shared.devices
+        seen = known.get(address)
+        if seen is None:
+            facts.add(f"new DCU function {address} ({_minors_text(now)})")
+        elif now.complete and now != seen.minors:
+            facts.add(f"DRM minors of {address} are {_minors_text(now)}, not {_minors_text(seen.minors)}")
+    devices = present_shared_devices(host_root)
+    if devices != shared.devices:
+        facts.add(f"shared device nodes are {', '.join(devices) or 'none'}, not {', '.join(shared.devices)}")
+    return frozenset(facts)

@@ -5,6 +5,15 @@ backend gives one function answering for all its cards, and this loop calls it w
 :class:`~vendors.pcisysfs.hotplug.HotplugWatcher` wakes, and yields only what changed. A check that
 fails outright (a bug, an unreadable bus directory) changes nothing and is logged; the stream goes on,
 because marking every card Unhealthy on one bad read would empty the node.
+
+What only a new discovery can take in (a card no discovery has seen, a card whose DRM minors or
+device node changed) comes from a second function as a set of facts, one line each. The stream
+announces :class:`~hcs_deviceplugin.model.InventoryChanged` when a fact appears that the previous look
+did not have, not merely when the set turns non-empty: a card hot-added while its driver is still
+binding is first "new, no minors yet", and if the rediscovery that announcement starts lands before
+the binding ends, the card is known with no minors and only a later fact ("its minors are now ...")
+can bring the rediscovery that makes it Healthy. A fact that stays (one discovery cannot resolve)
+is announced once, so a stuck card cannot make a rediscovery storm.
 """
 
 from __future__ import annotations
@@ -21,17 +30,20 @@ log = logging.getLogger(__name__)
 CardCheck = Callable[[], Mapping[str, tuple[Health, str]]]
 """Card id → (health, reason) as the hardware looks now."""
 
+StaleFacts = Callable[[], frozenset[str]]
+"""What differs from the last discovery now, one line per fact (empty: discovery is current)."""
+
 
 def health_stream(
     check: CardCheck,
     watcher: HotplugWatcher,
     stop: threading.Event,
     initial: Mapping[str, Health],
-    new_cards: Callable[[], bool] | None = None,
+    new_cards: StaleFacts | None = None,
 ) -> Iterator[HealthEvent | InventoryChanged]:
-    """Yield a HealthEvent per card whose health changed, and InventoryChanged once per new card burst."""
+    """Yield a HealthEvent per card whose health changed, and InventoryChanged when a stale fact is new."""
     known = dict(initial)
-    announced_new = False
+    seen_stale: frozenset[str] = frozenset()
     while not stop.is_set():
         reason = watcher.wait()
         if stop.is_set():
@@ -57,11 +69,12 @@ def health_stream(
         if new_cards is None:
             continue
         try:
-            appeared = new_cards()
+            stale = new_cards()
         except Exception:
             log.exception("looking for new cards failed after %s", reason)
             continue
-        if appeared and not announced_new:
-            yield InventoryChanged(f"new device found ({reason})")
-        announced_new = appeared
+        fresh = sorted(stale - seen_stale)
+        seen_stale = stale
+        if fresh:
+            yield InventoryChanged(f"hardware differs from the last discovery ({reason}): {'; '.join(fresh)}")
     watcher.close()

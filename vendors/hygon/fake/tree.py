@@ -434,6 +434,12 @@ class FakeHygonNode:
         self.spec = replace(self.spec, dcus=(*self.spec.dcus, dcu))
         self.restore_card(dcu.address)
 
+    def plug_card(self, dcu: DcuSpec) -> None:
+        """A card this node did not have before appears with its driver still probing: the PCI function
+        only, no binding, DRM minors or KFD node yet; :meth:`bind` finishes the probe."""
+        self.spec = replace(self.spec, dcus=(*self.spec.dcus, dcu))
+        self._write_function(dcu)
+
     def unbind(self, address: str) -> None:
         """``echo <bdf> > .../drivers/<driver>/unbind``: the function stays, what the driver made goes."""
         self._unbind(self.dcu(address))
