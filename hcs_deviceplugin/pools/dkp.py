@@ -39,8 +39,9 @@ Choices where POOLS.md and upstream are silent or do not fit one process serving
   prefix is warned about (the prefix wins). Several names in one config give several pools.
 * **Sharing.** ``sharing`` or its older spelling ``shared`` (not both), read by :func:`read_sharing`,
   which the NodeGroup format shares: ``timeSlicing`` or ``mps``, not both (upstream refuses both).
-  ``mps`` takes ``renameByDefault`` and ``resources`` only; an MPS pool always refuses a request for
-  more than one replica (upstream forces ``failRequestsGreaterThanOne`` there), and needs 2 replicas
+  ``mps`` takes ``renameByDefault``, ``failRequestsGreaterThanOne`` and ``resources``; an MPS pool
+  always refuses a request for more than one replica (upstream forces ``failRequestsGreaterThanOne``
+  there, so ``false`` is warned about and ignored), and needs 2 replicas
   or more. A ``replicas`` entry names the resource it applies to as upstream matches it (bare or
   qualified, last segment); naming a resource that ``resources.gpus`` does not define, or one
   resource twice, is an error. Time-slicing replicas are 1..64 (1 = exclusive; upstream wants ≥ 2,
@@ -120,7 +121,7 @@ RESOURCES_KEYS = ("gpus", "mig", "migs")
 GPU_KEYS = ("pattern", "name")
 SHARING_KEYS = ("timeSlicing", "mps")
 TIME_SLICING_KEYS = ("renameByDefault", "failRequestsGreaterThanOne", "resources", "strategy")
-MPS_KEYS = ("renameByDefault", "resources")
+MPS_KEYS = ("renameByDefault", "failRequestsGreaterThanOne", "resources")
 REPLICATED_KEYS = ("name", "rename", "devices", "replicas")
 
 _LEGACY_ANCHORED = re.compile(r"\^(?P<id>[^*^$]+)\$")
@@ -472,10 +473,16 @@ def read_sharing(
     raw = optional(body, "renameByDefault")
     if raw is not MISSING:
         rename = bool(boolean(raw, child(path, "renameByDefault"), report))
+    raw = optional(body, "failRequestsGreaterThanOne")
+    if raw is not MISSING:
+        fail = boolean(raw, child(path, "failRequestsGreaterThanOne"), report)
+        if mode == "mps" and fail is False:
+            warn(
+                child(path, "failRequestsGreaterThanOne"),
+                "false is ignored: an MPS pool always refuses a request for more than one replica "
+                "(each container gets one memory-limited share), as upstream forces it",
+            )
     if mode == "timeSlicing":
-        raw = optional(body, "failRequestsGreaterThanOne")
-        if raw is not MISSING:
-            boolean(raw, child(path, "failRequestsGreaterThanOne"), report)
         raw = optional(body, "strategy")
         if raw is not MISSING and raw != "":
             report.add(child(path, "strategy"), f"unknown time-slicing strategy {describe_value(raw)}")

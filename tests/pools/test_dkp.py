@@ -284,6 +284,7 @@ VALID = [
           - {pattern: GPU-1, name: team-a}
         sharing:
           mps:
+            failRequestsGreaterThanOne: true   # upstream's key; MPS refuses more than one anyway
             resources:
             - {name: gpu.deckhouse.io/team-a, replicas: 4}
         """,
@@ -383,6 +384,12 @@ def test_legacy_anchored_uuid_is_an_exact_match_with_a_warning(caplog: pytest.Lo
             "sharing: {timeSlicing: {resources: [{name: team-a, replicas: 2, devices: [0, 1]}]}}",
             "sharing.timeSlicing.resources[0].devices: ignored, as upstream does",
             id="devices-ignored",
+        ),
+        pytest.param(
+            "resources: {gpus: [{pattern: x, name: team-a}]}\n"
+            "sharing: {mps: {failRequestsGreaterThanOne: false, resources: [{name: team-a, replicas: 2}]}}",
+            "sharing.mps.failRequestsGreaterThanOne: false is ignored: an MPS pool always refuses",
+            id="mps-fail-requests-false-ignored",
         ),
     ],
 )
@@ -565,8 +572,8 @@ INVALID = [
         id="mps-replicas-for-unknown-resource",
     ),
     case(
-        gpus("sharing: {mps: {failRequestsGreaterThanOne: true}}\n"),
-        ("sharing.mps.failRequestsGreaterThanOne", "unknown key; allowed: renameByDefault, resources"),
+        gpus("sharing: {mps: {failRequestsGreaterThanOne: yes please}}\n"),
+        ("sharing.mps.failRequestsGreaterThanOne", "must be true or false, got string 'yes please'"),
         id="mps-fail-requests-greater-than-one",
     ),
     case(

@@ -255,9 +255,9 @@ def test_the_plugin_env_and_the_config_override_dkps_daemonset_defaults() -> Non
         ),
         ("version: v1\nsharing: {timeSlicing: {}, mps: {}}\n", "sharing", "not both"),
         (
-            "version: v1\nsharing: {mps: {failRequestsGreaterThanOne: true}}\n",
+            "version: v1\nsharing: {mps: {failRequestsGreaterThanOne: 1}}\n",
             "sharing.mps.failRequestsGreaterThanOne",
-            "unknown key",
+            "must be true or false",
         ),
         (
             "version: v1\nsharing: {timeSlicing: {resources: [{name: gpu, replicas: 0}]}}\n",
