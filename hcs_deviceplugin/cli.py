@@ -477,7 +477,13 @@ def exit_now(status: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """Run one command; ``environ`` (default ``os.environ``) supplies ``run``'s ``HCS_`` variables."""
+    """Run one command; ``environ`` (default ``os.environ``) supplies ``run``'s ``HCS_`` variables.
+
+    gRPC's core logs its own INFO lines (a GOAWAY on a closed stream) on stderr, around ours and in
+    a format of its own; only its errors are for operators. Set before grpc is first imported; a
+    ``GRPC_VERBOSITY`` the operator gives wins.
+    """
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = parse_arguments(argv, os.environ if environ is None else environ)
     if args.command == "run":
         return command_run(args)
