@@ -17,7 +17,7 @@ from hcs_deviceplugin.dra.claims import ClaimSource
 from hcs_deviceplugin.dra.devices import DraDevice, slice_devices
 from hcs_deviceplugin.dra.preparer import ClaimPreparer, EnsureCdi
 from hcs_deviceplugin.dra.server import DraPluginServer
-from hcs_deviceplugin.dra.slices import SliceApi, SlicePublisher
+from hcs_deviceplugin.dra.slices import SlicePublisher, SliceStore
 from hcs_deviceplugin.model import Health, Inventory
 from hcs_deviceplugin.reconciler import DesiredPool
 
@@ -41,7 +41,7 @@ class DraSetup:
 
     config: DraConfig
     claims: ClaimSource
-    slices: SliceApi | None = None
+    slices: SliceStore | None = None
 
 
 class DraFrontEnd:

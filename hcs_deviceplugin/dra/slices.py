@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.dra.resourceslice import JsonObject, build_slices
@@ -25,8 +25,20 @@ _REQUEST_TIMEOUT = (5.0, 10.0)
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
+class SliceStore(Protocol):
+    """Where slices go: the API (:class:`SliceApi`), or memory for ``simulate``."""
+
+    def list_own(self, driver: str, node: str) -> list[JsonObject]: ...
+
+    def create(self, body: JsonObject) -> None: ...
+
+    def replace(self, body: JsonObject) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
 class SliceApi:
-    """The four calls on ResourceSlices, raw JSON in and out."""
+    """The four calls on ResourceSlices through the API, raw JSON in and out."""
 
     def __init__(self, api_client: Any) -> None:
         import kubernetes.client
@@ -65,7 +77,7 @@ def _status(exc: BaseException) -> int | None:
 
 
 class SlicePublisher:
-    def __init__(self, api: SliceApi, driver: str, node: str) -> None:
+    def __init__(self, api: SliceStore, driver: str, node: str) -> None:
         self._api = api
         self.driver = driver
         self.node = node
