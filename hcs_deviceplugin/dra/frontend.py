@@ -96,5 +96,13 @@ class DraFrontEnd:
             self.slices.withdraw()
         self._had_pools = bool(pools)
 
+    def problem(self) -> str:
+        """ "" while the front end serves; else why not (for readiness and the report)."""
+        if self.server.registered is False:
+            return f"kubelet refused the DRA registration: {self.server.registration_error}"
+        if self.slices is not None and self.slices.last_error:
+            return self.slices.last_error
+        return ""
+
     def holds(self) -> dict[str, frozenset[str]]:
         return self.preparer.holds()

@@ -19,6 +19,7 @@ from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
 from hcs_deviceplugin.dra.slices import SliceApi
 from hcs_deviceplugin.kubeletsim.dra import DraKubeletSimulator
 from hcs_deviceplugin.model import Health, HealthEvent
+from hcs_deviceplugin.observability.probes import readiness
 from hcs_deviceplugin.plugin.server import Backoff
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from tests.cdi.runtime import CdiRegistry
@@ -108,6 +109,20 @@ def test_a_dra_pool_is_a_resource_slice_and_never_a_device_plugin_resource(dra: 
     dra.wait_slice(lambda d: set(d) == {dra_device_name(H100[1]), dra_device_name(H100[2])}, "slice of 2")
     assert resource("claims") not in dra.node.kubelet.resources()
     assert dra.node.kubelet.resource(resource("dp")).healthy == {H100[0]}
+    ready, reasons = readiness(dra.view(lambda v: "dp" in v.pools, "dp served"))
+    assert ready, reasons
+
+
+def test_a_slice_the_apiserver_refuses_makes_the_daemon_unready_and_says_why(dra: DraNode) -> None:
+    dra.api.slice_validator = lambda _body: ["injected refusal"]
+    dra.node.write_pools(pool_doc(card_pool("claims", H100[1], api="dra")))
+    dra.start()
+    view = dra.view(lambda v: bool(v.dra_problem), "the slice write failed")
+    ready, reasons = readiness(view)
+    assert not ready and any(r.startswith("dra: ResourceSlice write failed") for r in reasons), reasons
+    dra.api.slice_validator = problems
+    dra.wait_slice(lambda d: dra_device_name(H100[1]) in d, "the retry writes it")
+    assert readiness(dra.view(lambda v: not v.dra_problem, "recovered"))[0]
 
 
 def test_a_claimed_card_drains_before_a_device_plugin_pool_gets_it_and_back(dra: DraNode) -> None:
