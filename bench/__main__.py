@@ -44,6 +44,7 @@ MODULE_GROUPS = (
     "allocator",
     "pools",
     "cdi",
+    "dra",
     "api",
     "start",
     "footprint",

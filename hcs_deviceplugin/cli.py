@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import select
 import signal
 import socket
@@ -39,6 +40,9 @@ DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 DEFAULT_POOLS_DIR = Path("/etc/hcs-deviceplugin/pools")
 DEFAULT_STATE_DIR = Path("/var/lib/hcs-deviceplugin")
 DEFAULT_CDI_DIR = "/var/run/cdi"
+DEFAULT_DRA_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
+DEFAULT_DRA_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SIMULATED_BACKEND = "simulated"
 PROG = "hcs-deviceplugin"
 EXIT_USAGE = 2
@@ -221,6 +225,27 @@ def _add_run_parser(
         "--watch-node",
         action="store_true",
         help="watch this Node's labels through the API (with --in-cluster or --kubeconfig)",
+    )
+    dra = run.add_argument_group(
+        "Dynamic Resource Allocation (optional: serves api: dra pools; needs --in-cluster or --kubeconfig)"
+    )
+    dra.add_argument(
+        "--dra-driver",
+        default="",
+        help="DRA driver name to register and publish ResourceSlices under (e.g. gpu.deckhouse.io); "
+        "empty: no DRA front end",
+    )
+    dra.add_argument(
+        "--dra-plugins-dir",
+        type=Path,
+        default=DEFAULT_DRA_PLUGINS_DIR,
+        help="kubelet plugins dir (DRA socket)",
+    )
+    dra.add_argument(
+        "--dra-registry-dir",
+        type=Path,
+        default=DEFAULT_DRA_REGISTRY_DIR,
+        help="kubelet plugins_registry dir (registration socket)",
     )
     labels = run.add_argument_group("Node labels (optional; need --in-cluster or --kubeconfig)")
     labels.add_argument(
@@ -431,6 +456,16 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         if not sep or not key.strip():
             raise UsageError(f"--node-config-label {item!r} is not KEY=VALUE")
         config_labels[key.strip()] = value.strip()
+    if args.dra_driver and not (args.in_cluster or args.kubeconfig):
+        raise UsageError(
+            "--dra-driver needs --in-cluster or --kubeconfig (claims and ResourceSlices live in the API)"
+        )
+    if args.dra_driver and not args.state_dir:
+        raise UsageError("--dra-driver needs --state-dir (prepared claims are checkpointed there)")
+    if args.dra_driver and _DNS_SUBDOMAIN.fullmatch(args.dra_driver) is None:
+        raise UsageError(
+            f"--dra-driver {args.dra_driver!r} is not a DNS subdomain (lower case, e.g. gpu.deckhouse.io)"
+        )
     if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
         raise UsageError("--kube-namespace (or POD_NAMESPACE) is needed for the API source")
     from hcs_deviceplugin.runner import ApiSettings, RunSettings
@@ -460,6 +495,9 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         gpu_type_label=args.gpu_type_label,
         node_config_labels=config_labels,
         watch_node=args.watch_node,
+        dra_driver=args.dra_driver,
+        dra_plugins_dir=args.dra_plugins_dir,
+        dra_registry_dir=args.dra_registry_dir,
     )
 
 

@@ -56,6 +56,22 @@ class DeviceDelivery(enum.StrEnum):
         return self in (DeviceDelivery.CDI_CRI, DeviceDelivery.CDI_ANNOTATIONS)
 
 
+class PoolApi(enum.StrEnum):
+    """Which kubelet front end serves a pool's cards (POOLS.md, "api"): exactly one per card.
+
+    * ``devicePlugin``: an extended resource through the device plugin API (one socket per pool);
+    * ``dra``: devices in this node's ResourceSlice, allocated by the scheduler through
+      ResourceClaims and prepared by our DRA kubelet plugin.
+    """
+
+    DEVICE_PLUGIN = "devicePlugin"
+    DRA = "dra"
+
+
+DRA_HOLD_PREFIX = "dra:"
+"""What a card prepared for a ResourceClaim is held under (see :meth:`Pool.holder_key`)."""
+
+
 class LinkKind(enum.StrEnum):
     """Kinds of card-to-card connection a backend can report, best first."""
 
@@ -188,6 +204,8 @@ class Pool:
     mode that enforces one; ``None``: the card's memory divided by the replicas.
     ``device_delivery`` is the core's own choice of how Allocate hands the devices over
     (:class:`DeviceDelivery`).
+    ``api`` says which front end serves the pool (:class:`PoolApi`); a DRA pool has no device plugin
+    socket and its ``resource_name`` only names it in holds and reports.
     """
 
     name: str
@@ -203,6 +221,7 @@ class Pool:
     device_delivery: DeviceDelivery = DeviceDelivery.DEVICE_SPECS
     sharing: str = ""
     memory_per_replica: int | None = None
+    api: PoolApi = PoolApi.DEVICE_PLUGIN
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", _frozen_map(self.options))
@@ -211,9 +230,20 @@ class Pool:
     def time_sliced(self) -> bool:
         return self.slices_per_unit > 1
 
-    def serving_key(self) -> tuple[str, UnitKind, int, str | None, str]:
+    def serving_key(self) -> tuple[str, UnitKind, int, str | None, str, PoolApi]:
         """What, when changed, needs a new gRPC server (not only a new ListAndWatch message)."""
-        return (self.resource_name, self.unit, self.slices_per_unit, self.profile, self.sharing)
+        return (self.resource_name, self.unit, self.slices_per_unit, self.profile, self.sharing, self.api)
+
+    def holder_key(self) -> str:
+        """The name a running holder of one of this pool's cards is recorded under.
+
+        A device plugin pool's holders are listed by pod-resources under its resource name; a DRA
+        pool's are claims we prepared, recorded under ``dra:`` + the resource name. The two never
+        compare equal, so a held card whose pool switches front end drains first.
+        """
+        if self.api is PoolApi.DRA:
+            return DRA_HOLD_PREFIX + self.resource_name
+        return self.resource_name
 
     def edit_options(self) -> Mapping[str, str]:
         """The options a backend's ``container_edits`` gets: :attr:`options`, plus ``sharing`` when the

@@ -24,6 +24,7 @@ from hcs_deviceplugin.model import (
     Inventory,
     Partition,
     Pool,
+    PoolApi,
     PoolSet,
     SharingRequest,
     Unit,
@@ -63,6 +64,16 @@ class Desired:
     unsupported: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """card id → why the pool that wants it cannot have it: its backend does not offer the pool's
     sharing mode."""
+
+
+def device_plugin_pools(pools: Mapping[str, DesiredPool]) -> dict[str, DesiredPool]:
+    """The pools a device plugin server serves (the others are the DRA front end's)."""
+    return {name: want for name, want in pools.items() if want.pool.api is PoolApi.DEVICE_PLUGIN}
+
+
+def dra_pools(pools: Mapping[str, DesiredPool]) -> dict[str, DesiredPool]:
+    """The pools the DRA front end publishes and prepares."""
+    return {name: want for name, want in pools.items() if want.pool.api is PoolApi.DRA}
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,9 @@ def desired_state(
     sharing modes it enforces; a card whose pool wants another mode goes nowhere (``unsupported``).
     ``shared_as`` maps card id → the sharing mode it is served under now (``""``: none), where known: a
     held card whose pool would share it otherwise drains too, even under the same resource and ids
-    (DKP's ``MPS`` → ``TimeSlicing`` keeps ``nvidia.com/gpu`` and its replica ids).
+    (DKP's ``MPS`` → ``TimeSlicing`` keeps ``nvidia.com/gpu`` and its replica ids). Holders are
+    compared with :meth:`Pool.holder_key`, so a card prepared for a ResourceClaim (held under
+    ``dra:``…) drains before a device plugin pool gets it, and the other way round.
     """
     health = health or {}
     previous_assignment = previous_assignment or {}
@@ -155,7 +168,7 @@ def desired_state(
             pool = pools_by_name[target]
             offered = {u.id for u in units_for_card(pool, cards_by_id[card_id], inventory.partitions, health)}
             mode_changes = card_id in modes and modes[card_id] != pool.sharing
-            if holder.resource != pool.resource_name or not holder.unit_ids <= offered or mode_changes:
+            if holder.resource != pool.holder_key() or not holder.unit_ids <= offered or mode_changes:
                 draining[card_id] = (holder.resource, target)
                 continue
         assignment[card_id] = target

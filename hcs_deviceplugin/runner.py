@@ -18,6 +18,9 @@ from typing import Any
 from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import BackendConfig, BackendOptionError, LoadedBackends, load_backends
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig, close_backend
+from hcs_deviceplugin.dra.claims import ApiClaimSource
+from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
+from hcs_deviceplugin.dra.slices import SliceApi
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
@@ -76,6 +79,10 @@ class RunSettings:
     node_config_labels: dict[str, str] = field(default_factory=dict)
     """``--node-config-label``: labels the pool formats see, over the watched Node's."""
     watch_node: bool = False
+    dra_driver: str = ""
+    """``--dra-driver``: empty runs no DRA front end."""
+    dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
+    dra_registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
 
 
 class _HealthPoke:
@@ -195,6 +202,7 @@ class Runner:
             absent_backends=self.backends.absent,
             observer=observer,
             interceptors_for=lambda pool: [LatencyInterceptor(self.metrics, pool)],
+            dra=self._dra_setup(),
         )
         self.aggregator = PoolAggregator(self._pools_changed, node=self._node_context(None))
         self._events: Any = None
@@ -229,6 +237,20 @@ class Runner:
             port=settings.metrics_port,
             links=self.daemon.links,
             report_access=settings.report_access,
+        )
+
+    def _dra_setup(self) -> DraSetup | None:
+        settings = self.settings
+        if not settings.dra_driver:
+            return None
+        if self._api_client is None or settings.state_dir is None:
+            raise StartError("--dra-driver needs the Kubernetes API and --state-dir")
+        return DraSetup(
+            DraConfig(
+                settings.dra_driver, settings.state_dir, settings.dra_plugins_dir, settings.dra_registry_dir
+            ),
+            ApiClaimSource(self._api_client),
+            SliceApi(self._api_client),
         )
 
     def _add_api_source(self, api: ApiSettings) -> None:

@@ -2,7 +2,7 @@
 
 Run ``python -m hcs_deviceplugin.api.regenerate`` from the repository root after changing a
 ``.proto`` file. The protos are compiled under the virtual root ``hcs_deviceplugin/api`` so that the
-two files literally named ``api.proto`` get distinct descriptor-pool names and the generated modules
+files all literally named ``api.proto`` get distinct descriptor-pool names and the generated modules
 import each other by their real package path. Typed stubs (``.pyi``) come from mypy-protobuf so that
 ``mypy --strict`` checks every use of a message or stub.
 
@@ -20,6 +20,9 @@ from pathlib import Path
 PROTO_FILES = (
     "deviceplugin/v1beta1/api.proto",
     "podresources/v1/api.proto",
+    "pluginregistration/v1/api.proto",
+    "dra/v1/api.proto",
+    "dra/v1beta1/api.proto",
 )
 VIRTUAL_ROOT = "hcs_deviceplugin/api"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
@@ -70,13 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for path in generate(args.out):
         print(path)
-    for package_dir in (
-        args.out / VIRTUAL_ROOT / "deviceplugin",
-        args.out / VIRTUAL_ROOT / "deviceplugin" / "v1beta1",
-        args.out / VIRTUAL_ROOT / "podresources",
-        args.out / VIRTUAL_ROOT / "podresources" / "v1",
-    ):
-        (package_dir / "__init__.py").touch()
+    for name in PROTO_FILES:
+        version_dir = args.out / VIRTUAL_ROOT / Path(name).parent
+        for package_dir in (version_dir.parent, version_dir):
+            (package_dir / "__init__.py").touch()
     return 0
 
 

@@ -1,7 +1,9 @@
 """Server applier: makes the running PluginServers match the desired pools, on its own thread.
 
 The control loop hands it the latest desired state and goes on; bursts coalesce into one apply of
-the newest. Each apply runs in two phases so kubelet never sees one card under two resources:
+the newest. Only device plugin pools are its business (``api: dra`` pools are served by the DRA
+front end, see hcs_deviceplugin/dra/). Each apply runs in two phases so kubelet never sees one
+card under two resources:
 
 1. pools that lose cards stop advertising them, removed and replaced pools drain and close, and we
    wait (in parallel, bounded by ``delivery_wait``) until those lists are on the wire;
@@ -29,7 +31,7 @@ from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.holds import HoldBook, held_cards
 from hcs_deviceplugin.model import Inventory
 from hcs_deviceplugin.plugin.server import PluginServer
-from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, plan_changes
+from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, device_plugin_pools, plan_changes
 from hcs_deviceplugin.restartstate import RestartStateStore
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ def newly_held_elsewhere(gaining: Mapping[str, DesiredPool], fresh: Mapping[str,
             if holder is None:
                 continue
             offered = {u.id for u in want.units if u.card_id == card}
-            if holder.resource != want.pool.resource_name or not holder.unit_ids <= offered:
+            if holder.resource != want.pool.holder_key() or not holder.unit_ids <= offered:
                 excluded.add(card)
     return frozenset(excluded)
 
@@ -180,11 +182,12 @@ class ServerApplier:
         if self._before_apply is not None:
             # The CDI specs: written before any pool advertises a card they must name.
             self._before_apply(job)
-        desired = job.desired
+        # DRA pools are the DRA front end's: no device plugin server ever advertises their cards.
+        desired = replace(job.desired, pools=MappingProxyType(device_plugin_pools(job.desired.pools)))
         running = dict(self._applied)
         plan = plan_changes(running, desired.pools)
         if plan.empty:
-            self._applied_desired = desired
+            self._applied_desired = job.desired
             self._on_change()
             return
         self._withdraw(running, desired, plan.update, (*plan.stop, *plan.replace))
@@ -205,7 +208,7 @@ class ServerApplier:
         self._store.save_cards(
             {
                 card: HeldCard(
-                    want.pool.resource_name, frozenset(u.id for u in want.units if u.card_id == card)
+                    want.pool.holder_key(), frozenset(u.id for u in want.units if u.card_id == card)
                 )
                 for want in final.values()
                 for card in want.cards
@@ -213,7 +216,7 @@ class ServerApplier:
         )
         self._advertise(final, plan.start, plan.replace, plan.update, job.inventory)
         self._applied = final
-        self._applied_desired = desired
+        self._applied_desired = job.desired
         self._changes += 1
         self._on_change()
 

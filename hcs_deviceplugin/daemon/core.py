@@ -44,6 +44,8 @@ from hcs_deviceplugin.daemon.types import (
     PoolSourceFactory,
     PoolView,
 )
+from hcs_deviceplugin.dra.devices import DraDevice
+from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
 from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
@@ -65,6 +67,8 @@ from hcs_deviceplugin.reconciler import (
     DesiredPool,
     HeldCard,
     desired_state,
+    device_plugin_pools,
+    dra_pools,
     shared_as_now,
     sharing_requests,
 )
@@ -101,6 +105,7 @@ class Daemon:
         initial_pools: PoolSet | None = None,
         observer: DaemonObserver | None = None,
         interceptors_for: InterceptorsFor | None = None,
+        dra: DraSetup | None = None,
     ) -> None:
         self.config = config
         self._observer = observer
@@ -137,6 +142,18 @@ class Daemon:
             if config.cdi_dir is not None
             else None
         )
+        self.dra = (
+            DraFrontEnd(
+                dra,
+                config.node_name,
+                self._cdi_kinds,
+                self._dra_cdi_ready,
+                lambda: self._post(Recompute("DRA claims prepared or released")),
+            )
+            if dra is not None
+            else None
+        )
+        """The DRA front end (``api: dra`` pools), when the daemon runs one."""
         self.applier = ServerApplier(
             self._new_server,
             self._holds,
@@ -200,6 +217,8 @@ class Daemon:
                 "pod-resources has not answered yet: each card stays in the pool it was last in "
                 "(or unserved) until it does"
             )
+        if self.dra is not None:
+            self.dra.start()
         self.applier.start()
         self._threads.append(self.applier.thread)
         control = threading.Thread(target=self._control_loop, name="daemon-control", daemon=True)
@@ -222,7 +241,10 @@ class Daemon:
         self._stop.set()
         self._events.put((time.monotonic(), Stop()))
         servers = self.applier.shutdown()
-        _run_side_by_side([partial(server.stop, drain=False) for server in servers], SHUTDOWN_WAIT)
+        stops: list[Callable[[], None]] = [partial(server.stop, drain=False) for server in servers]
+        if self.dra is not None:
+            stops.append(self.dra.stop)
+        _run_side_by_side(stops, SHUTDOWN_WAIT)
         if self._poller is not None:
             self._poller.stop()
         self._supervisor.stop()
@@ -260,7 +282,8 @@ class Daemon:
             awaiting=applied.awaiting,
             pod_resources_error=self._poller.last_error if self._poller is not None else "",
             waiting_for=published.waiting_for,
-            wanted_pools=tuple(sorted(published.desired.pools)),
+            wanted_pools=tuple(sorted(device_plugin_pools(published.desired.pools))),
+            dra_problem=self.dra.problem() if self.dra is not None else "",
             cdi_dir=str(self.config.cdi_dir or ""),
             cdi_error=self.cdi.last_error if self.cdi is not None else "",
             allocations=tuple(a for a in listed if hardware_id_of(a.device) in ours),
@@ -433,7 +456,9 @@ class Daemon:
         inventory = state.inventory()
         now = time.monotonic()
         provisional = self._holds.active(now)
-        held = held_cards(inventory, state.listed_held, provisional, now)
+        # Cards prepared for ResourceClaims are held like cards pod-resources lists (keys "dra:…").
+        listed = {**state.listed_held, **(self.dra.holds() if self.dra is not None else {})}
+        held = held_cards(inventory, listed, provisional, now)
         blocked: frozenset[str] = frozenset()
         if self._poller is not None and not state.held_known:
             held, blocked = restart_holds(self._records, [c.id for c in inventory.cards], held)
@@ -464,7 +489,9 @@ class Daemon:
         self._draining_since = MappingProxyType({c: since.get(c, now) for c in desired.draining})
         self._shared_as = shared_as_now(desired, held, self._shared_as)
         self._share(sharing_requests(desired, held, self._sharing), cards)
-        self.applier.submit(ApplyJob(desired, inventory, state.listed_held, frozenset(state.inventories)))
+        if self.dra is not None:
+            self.dra.apply(dra_pools(desired.pools), inventory, state.health)
+        self.applier.submit(ApplyJob(desired, inventory, listed, frozenset(state.inventories)))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
 
@@ -519,6 +546,13 @@ class Daemon:
         )
         server.start()
         return server
+
+    def _dra_cdi_ready(self, devices: Sequence[DraDevice]) -> str:
+        """For the DRA preparer: "" when the written specs name every device, else why not."""
+        if self.cdi is None:
+            return "CDI specs are off (no --cdi-dir): a DRA claim cannot be delivered"
+        missing = sorted(d.cdi_name for d in devices if d.cdi_name not in self.cdi.names)
+        return f"the CDI specs do not name {missing} yet" if missing else ""
 
     def _publish_cdi(self, job: ApplyJob) -> None:
         """On the applier thread: the CDI specs follow the inventory (see cdi/publisher.py)."""

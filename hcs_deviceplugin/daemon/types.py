@@ -98,7 +98,11 @@ class DaemonView:
     waiting_for: str = ""
     """Why the daemon serves nothing yet (the plugin-dir lock, the first discovery), or ""."""
     wanted_pools: tuple[str, ...] = ()
-    """Pools the desired state says to serve; one missing from ``pools`` is not served yet."""
+    """Device plugin pools the desired state says to serve; one missing from ``pools`` is not served
+    yet (``api: dra`` pools are the DRA front end's: see ``dra_problem``)."""
+    dra_problem: str = ""
+    """Why the DRA front end does not serve its pools now (kubelet refused the registration, the
+    ResourceSlices cannot be written), or ""."""
     cdi_dir: str = ""
     """Where the daemon writes its CDI specs; "" when it writes none."""
     cdi_error: str = ""

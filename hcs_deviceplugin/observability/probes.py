@@ -81,6 +81,8 @@ def readiness(
         )
     reasons += [f"config: {one_line(error)}" for error in view.config_errors]
     reasons += cdi_problems(view)
+    if view.dra_problem:
+        reasons.append(f"dra: {one_line(view.dra_problem)}")
     return not reasons, reasons
 
 

@@ -18,6 +18,10 @@ Choices where POOLS.md is silent (kept here so that users and tests agree):
 * ``unit`` is case-sensitive: ``Card``, ``Partition`` or ``MIG`` (an alias of ``Partition``).
 * ``deviceDelivery`` is ``deviceSpecs`` (default), ``env``, ``cdi-cri`` or ``cdi-annotations``
   (:class:`~hcs_deviceplugin.model.DeviceDelivery`), case-sensitive.
+* ``api`` is ``devicePlugin`` (default) or ``dra`` (:class:`~hcs_deviceplugin.model.PoolApi`),
+  case-sensitive. A DRA pool is published in a ResourceSlice instead of a device plugin socket; it
+  takes no ``sharing`` and no ``deviceDelivery`` (claims are always delivered through CDI), and
+  ``slicesPerUnit`` must be 1 (DRA shares a device through the claim, not through replicas).
 * ``pciAddress`` must be ``dddd:bb:dd.f`` (domain, bus, device ≤ 1f, function ≤ 7, hex); it is stored
   lower-case. ``node`` must be a DNS-1123 subdomain (a Kubernetes node name).
 * Two entries of one pool name the same card when they share key and value and their ``node`` can
@@ -32,7 +36,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, UnitKind
+from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, PoolApi, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
 from hcs_deviceplugin.pools.delivery import DELIVERIES
 from hcs_deviceplugin.pools.document import Syntax, load_document
@@ -88,6 +92,7 @@ POOL_KEYS = (
     "memoryPerReplica",
     "devices",
     "deviceDelivery",
+    "api",
 )
 DEFAULT_SHARING = "timeSlicing"
 """``sharing`` spelled out for the default: replicas time-slice the card, nothing enforces a share."""
@@ -363,6 +368,16 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
                 f"must be one of {', '.join(DELIVERIES)}, got {describe_value(raw_delivery)}",
             )
 
+    api = _api(raw, path, report)
+    if api is PoolApi.DRA:
+        for key, ok in (
+            ("sharing", not sharing),
+            ("deviceDelivery", raw_delivery is MISSING),
+            ("slicesPerUnit", slices in (None, 1)),
+        ):
+            if not ok:
+                report.add(child(path, key), "not for api: dra (a claim shares a device, CDI delivers it)")
+
     prefix = prefixes.cluster if scope == SCOPE_CLUSTER else prefixes.node
     resource_name = f"{prefix}/{name}"
     raw_resource = optional(raw, "resourceName")
@@ -388,7 +403,20 @@ def _pool(raw: object, path: str, prefixes: _Prefixes, source: str, report: Repo
         device_delivery=delivery,
         sharing=sharing,
         memory_per_replica=memory,
+        api=api,
     )
+
+
+def _api(raw: Mapping[object, object], path: str, report: Report) -> PoolApi:
+    """``api``: which front end serves the pool (default: the device plugin API)."""
+    value = optional(raw, "api")
+    if value is MISSING:
+        return PoolApi.DEVICE_PLUGIN
+    if isinstance(value, str) and value in {a.value for a in PoolApi}:
+        return PoolApi(value)
+    choices = ", ".join(a.value for a in PoolApi)
+    report.add(child(path, "api"), f"must be one of {choices}, got {describe_value(value)}")
+    return PoolApi.DEVICE_PLUGIN
 
 
 def _sharing(

@@ -13,12 +13,15 @@ from typing import cast
 
 from hcs_deviceplugin.backend import Backend, BackendAbsent, BackendConfig, load_factory
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.dra.frontend import DEFAULT_DRIVER, DraConfig, DraSetup
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.kubeletsim.dra import DraKubeletSimulator
 from hcs_deviceplugin.logsetup import configure_logging
 from hcs_deviceplugin.model import Inventory
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
+from hcs_deviceplugin.simulation.dra import MemoryClaims, MemorySlices
 from hcs_deviceplugin.simulation.hardware import HardwareInjector, prepare_all
-from hcs_deviceplugin.simulation.scenario import HealthInjector, Scenario, initial_pools
+from hcs_deviceplugin.simulation.scenario import DraStage, HealthInjector, Scenario, initial_pools
 from hcs_deviceplugin.simulation.view import render
 
 SIMULATED_BACKEND = "simulated"
@@ -28,32 +31,31 @@ CLEAR = "\x1b[H\x1b[2J"
 def command_simulate(args: argparse.Namespace) -> int:
     configure_logging("text", args.log_level)
     stop = threading.Event()
-    simulated = None if args.hardware == "fake" else _simulated_backend(args.node, stop)
     workdir = Path(tempfile.mkdtemp(prefix="hcs-sim-", dir="/tmp"))
     plugin_dir, pools_dir, cdi_dir = workdir / "dp", workdir / "pools", workdir / "cdi"
-    host_roots: dict[str, Path] = {}
-    if simulated is not None:
-        backends, injector_for = simulated
-    else:
-        backends, injector_for, host_roots = _fake_hardware_backends(workdir / "hardware", stop)
+    backends, injector_for, host_roots = _backends(args, workdir, stop)
     kubelet = KubeletSimulator(plugin_dir, pod_resources_socket=workdir / "pod-resources.sock")
     kubelet.start()
     inventory = Inventory()
     for backend in backends.values():
         inventory = inventory.merged(backend.discover())
+    node = "hcs-sim-node"
+    dra, stage = _dra_stage(workdir, node)
     daemon = Daemon(
         DaemonConfig(
             plugin_dir=plugin_dir,
-            node_name="hcs-sim-node",
+            node_name=node,
             pod_resources_socket=workdir / "pod-resources.sock",
             pod_resources_interval=1.0,
             cdi_dir=cdi_dir,
             backend_host_roots=host_roots,
         ),
         backends,
+        dra=dra,
     )
     scenario = Scenario(daemon, kubelet, injector_for(daemon), pools_dir)
-    scenario.document = initial_pools(inventory)
+    scenario.dra = stage
+    scenario.document = initial_pools(inventory, dra=True)
     scenario.write_pools()
     daemon.add_source(lambda on_change: DirectoryPoolSource(pools_dir, on_change))
     live = sys.stdout.isatty() and not args.once
@@ -79,10 +81,10 @@ def command_simulate(args: argparse.Namespace) -> int:
     finally:
         step_done.set()
         if args.once or status:
-            print(render(daemon.view(), kubelet, scenario.log, cdi_dir))
+            print(render(daemon.view(), kubelet, scenario.log, cdi_dir, stage.slices.devices()))
         else:
             if not live:
-                print(render(daemon.view(), kubelet, scenario.log, cdi_dir))
+                print(render(daemon.view(), kubelet, scenario.log, cdi_dir, stage.slices.devices()))
                 print("\nscenario done; the daemon keeps serving. Ctrl-C to stop.", flush=True)
             from hcs_deviceplugin.cli import SignalWaiter
 
@@ -90,8 +92,36 @@ def command_simulate(args: argparse.Namespace) -> int:
         stop.set()
         daemon.stop()
         kubelet.stop()
+        stage.kubelet.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return status
+
+
+def _backends(
+    args: argparse.Namespace, workdir: Path, stop: threading.Event
+) -> tuple[dict[str, Backend], Callable[[Daemon], HealthInjector], dict[str, Path]]:
+    """The simulated backend, or (``--hardware fake``) every vendor's real one on its fake; a usage
+    error leaves no work directory behind."""
+    if args.hardware == "fake":
+        return _fake_hardware_backends(workdir / "hardware", stop)
+    try:
+        backends, injector_for = _simulated_backend(args.node, stop)
+    except SystemExit:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return backends, injector_for, {}
+
+
+def _dra_stage(workdir: Path, node: str) -> tuple[DraSetup, DraStage]:
+    """The DRA front end's setup over in-memory claims and slices, and kubelet's DRA side (started)."""
+    claims, slices = MemoryClaims(), MemorySlices()
+    kubelet = DraKubeletSimulator(workdir / "plugins_registry").start()
+    setup = DraSetup(
+        DraConfig(DEFAULT_DRIVER, workdir / "state", workdir / "plugins", workdir / "plugins_registry"),
+        claims,
+        slices,
+    )
+    return setup, DraStage(kubelet, claims, slices, DEFAULT_DRIVER, node)
 
 
 def _simulated_backend(
@@ -146,6 +176,8 @@ def _paint_live(
         with scenario.lock:
             lines = list(scenario.log)
         suffix = "\n\nscenario done; the daemon keeps serving. Ctrl-C to stop." if done.is_set() else ""
-        sys.stdout.write(CLEAR + render(daemon.view(), kubelet, lines, daemon.config.cdi_dir) + suffix + "\n")
+        dra = scenario.dra.slices.devices() if scenario.dra is not None else None
+        text = render(daemon.view(), kubelet, lines, daemon.config.cdi_dir, dra)
+        sys.stdout.write(CLEAR + text + suffix + "\n")
         sys.stdout.flush()
         stop.wait(0.5)

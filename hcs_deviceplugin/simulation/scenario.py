@@ -19,8 +19,10 @@ import yaml
 
 from hcs_deviceplugin.daemon import Daemon
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.kubeletsim.dra import DraKubeletSimulator
 from hcs_deviceplugin.model import Card, DeviceDelivery, Health, HealthEvent, Inventory
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+from hcs_deviceplugin.simulation.dra import MemoryClaims, MemorySlices
 
 STEP_TIMEOUT = 15.0
 POOLS_KEY = "pools.yaml"
@@ -36,10 +38,11 @@ def _label(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "pool"
 
 
-def initial_pools(inventory: Inventory) -> dict[str, Any]:
+def initial_pools(inventory: Inventory, dra: bool = False) -> dict[str, Any]:
     """A native pools document: per vendor label, a Partition pool for partitioned cards, and the
     rest split into an exclusive ``-train`` pool and a 4-way time-sliced ``-shared`` pool. The
-    ``-shared`` pools hand their devices over as CDI names (``deviceDelivery: cdi-cri``)."""
+    ``-shared`` pools hand their devices over as CDI names (``deviceDelivery: cdi-cri``). With
+    ``dra``, the last small pool (fewer than 3 whole cards) is served through DRA (``-dra``)."""
     groups: dict[str, list[Card]] = {}
     for card in sorted(inventory.cards, key=lambda c: c.index):
         groups.setdefault(_label(card.vendor), []).append(card)
@@ -70,7 +73,24 @@ def initial_pools(inventory: Inventory) -> dict[str, Any]:
             )
         elif whole:
             pools.append({"name": label, "devices": [{"uuid": c.id} for c in whole]})
+    small = [
+        p for p in pools if "unit" not in p and "slicesPerUnit" not in p and not p["name"].endswith("-train")
+    ]
+    if dra and small:
+        small[-1]["name"] += "-dra"
+        small[-1]["api"] = "dra"
     return {"version": "v1", "pools": pools}
+
+
+@dataclass
+class DraStage:
+    """What the scenario needs to show the DRA pool: kubelet's DRA side and the API stand-ins."""
+
+    kubelet: DraKubeletSimulator
+    claims: MemoryClaims
+    slices: MemorySlices
+    driver: str
+    node: str
 
 
 @dataclass
@@ -85,6 +105,7 @@ class Scenario:
     log: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     document: dict[str, Any] = field(default_factory=dict)
+    dra: DraStage | None = None
 
     def say(self, line: str) -> None:
         with self.lock:
@@ -119,6 +140,7 @@ class Scenario:
                 pods += 1
         self.say(f"2. {pods} pods allocated through GetPreferredAllocation + Allocate")
         self._check_cdi_names()
+        self._prepare_a_claim()
         self.pause()
 
         victim = self.daemon.view().pools[train].units[0]
@@ -155,6 +177,34 @@ class Scenario:
         self.say(
             f"2b. {len(named)} CDI answers resolve in {publisher.files.directory}: "
             f"{record.pod} got {', '.join(names)}"
+        )
+
+    def _prepare_a_claim(self) -> None:
+        """The DRA pool: its devices in the slice, one claimed, prepared, and its card held."""
+        pool = next((p for p in self.document["pools"] if p.get("api") == "dra"), None)
+        if self.dra is None or pool is None:
+            return
+        stage = self.dra
+        if not stage.slices.wait_devices(len(pool["devices"]), STEP_TIMEOUT):
+            raise RuntimeError(
+                f"the ResourceSlice never showed the {len(pool['devices'])} devices of {pool['name']}"
+            )
+        registration = stage.kubelet.wait_registered(stage.driver, STEP_TIMEOUT)
+        device = sorted(stage.slices.devices())[0]
+        ref = stage.claims.allocate("default", f"{pool['name']}-claim", stage.driver, stage.node, [device])
+        answer = stage.kubelet.prepare(stage.driver, [ref]).claims[ref[1]]
+        if answer.error:
+            raise RuntimeError(f"NodePrepareResources refused {ref[2]}: {answer.error}")
+        ids = [i for d in answer.devices for i in d.cdi_device_ids]
+        publisher = self.daemon.cdi
+        if publisher is not None and not set(ids) <= publisher.names:
+            raise RuntimeError(f"Prepare named CDI devices that no spec defines: {ids}")
+        card = str(stage.slices.devices()[device]["attributes"]["uuid"]["string"])
+        self.daemon.wait_for(lambda v: card in v.held, STEP_TIMEOUT, f"{card} held by the claim")
+        self.say(
+            f"2c. DRA pool {pool['name']}: {len(pool['devices'])} devices in this node's ResourceSlice "
+            f"(driver {stage.driver}, registered over {registration.service}); claim {ref[2]} prepared: "
+            f"{', '.join(ids)}; card held"
         )
 
     def _move_free_card(self, source: str, target: str) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hcs_deviceplugin.daemon import DaemonView
 from hcs_deviceplugin.kubeletsim import AllocationRecord, KubeletSimulator
@@ -48,8 +49,36 @@ def pools_table(view: DaemonView, kubelet: KubeletSimulator) -> str:
     return table(["POOL", "RESOURCE", "MODE", "HEALTHY", "KUBELET SEES", "ALLOCATED", "REGISTRATION"], rows)
 
 
-def cards_table(view: DaemonView) -> str:
-    owner: dict[str, str] = {}
+def _value(attribute: Mapping[str, Any]) -> str:
+    return str(next(iter(attribute.values()), ""))
+
+
+def dra_owners(devices: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """card id → "<pool> (dra)" for the cards a ResourceSlice publishes."""
+    owners: dict[str, str] = {}
+    for device in devices.values():
+        attributes = device.get("attributes", {})
+        card = _value(attributes.get("parent") or attributes.get("uuid", {}))
+        owners[card] = f"{_value(attributes.get('pool', {}))} (dra)"
+    return owners
+
+
+def dra_table(devices: Mapping[str, Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            name,
+            _value(device["attributes"].get("pool", {})),
+            _value(device["attributes"].get("vendor", {})),
+            _value(device["attributes"].get("uuid", {}))[:40],
+            ", ".join(t["key"] for t in device.get("taints", [])) or "-",
+        ]
+        for name, device in sorted(devices.items())
+    ]
+    return table(["DEVICE", "POOL", "VENDOR", "UUID", "TAINTS"], rows) if rows else "(no DRA devices)"
+
+
+def cards_table(view: DaemonView, extra_owners: Mapping[str, str] | None = None) -> str:
+    owner: dict[str, str] = dict(extra_owners or {})
     for name, pool_view in view.pools.items():
         for unit in pool_view.units:
             owner[unit.card_id] = name
@@ -89,18 +118,25 @@ def cdi_table(directory: Path) -> str:
 
 
 def render(
-    view: DaemonView, kubelet: KubeletSimulator, log_lines: Sequence[str], cdi_dir: Path | None = None
+    view: DaemonView,
+    kubelet: KubeletSimulator,
+    log_lines: Sequence[str],
+    cdi_dir: Path | None = None,
+    dra_devices: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
+    """The whole view; ``dra_devices`` (name → ResourceSlice device) adds the DRA pool's devices."""
     parts = [
         "Pools",
         pools_table(view, kubelet),
         "",
         "Cards",
-        cards_table(view),
+        cards_table(view, dra_owners(dra_devices or {})),
         "",
         "Allocations (kubelet simulator)",
         allocations_table(kubelet.allocations()),
     ]
+    if dra_devices is not None:
+        parts += ["", "DRA ResourceSlice (this node's pool)", dra_table(dra_devices)]
     if cdi_dir is not None:
         parts += ["", f"CDI specs ({cdi_dir})", cdi_table(cdi_dir)]
     if view.config_errors:

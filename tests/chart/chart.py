@@ -38,7 +38,14 @@ ALL_ON: Obj = {
     "apiSource": {"inCluster": True},
 }
 
-CASES: dict[str, Obj] = {"default": {}, "all-vendors": ALL_ON}
+DRA_ON: Obj = {
+    "dra": {"enabled": True},
+    "pools": {
+        "config": {"version": "v1", "pools": [{"name": "train", "api": "dra", "devices": [{"uuid": "G"}]}]}
+    },
+}
+
+CASES: dict[str, Obj] = {"default": {}, "all-vendors": ALL_ON, "dra": DRA_ON}
 
 
 def merge(base: Obj, override: Obj) -> Obj:

@@ -25,7 +25,7 @@ from tests.chart.chart import (
 
 DEFAULT_KINDS = ["ConfigMap", "DaemonSet", "Role", "RoleBinding", "Service", "ServiceAccount"]
 ALL_ON_KINDS = sorted([*DEFAULT_KINDS, "ClusterRole", "ClusterRoleBinding", "ServiceMonitor"])
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "DeviceClass"}
 
 # The part of the ServiceMonitor CRD (monitoring.coreos.com/v1) the chart uses. The CRD is not among
 # the core schemas, so its shape is checked here: the fields, their types, and nothing unknown.

@@ -7,12 +7,15 @@ from pathlib import Path
 
 from hcs_deviceplugin.api import regenerate
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as dp
+from hcs_deviceplugin.api.dra.v1 import api_pb2 as dra_v1
+from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
 
 
 def test_committed_stubs_match_a_fresh_generation(tmp_path: Path) -> None:
     produced = regenerate.generate(tmp_path)
-    assert len(produced) == 8
+    assert len(produced) == 4 * len(regenerate.PROTO_FILES)
     committed_root = regenerate.repository_root()
     stale = []
     for fresh in produced:
@@ -49,3 +52,44 @@ def test_device_plugin_messages_round_trip_on_the_wire() -> None:
     # field 5 (cdi_devices), wire type 2 → tag byte 0x2a must be present.
     assert b"\x2a" in data
     assert dp.ContainerAllocateResponse.FromString(data) == response
+
+
+def test_plugin_registration_wire_names_match_kubelet() -> None:
+    # Upstream kept the package "pluginregistration" for v1: the method path kubelet dials.
+    assert reg.DESCRIPTOR.package == "pluginregistration"
+    service = reg.DESCRIPTOR.services_by_name["Registration"]
+    assert [m.name for m in service.methods] == ["GetInfo", "NotifyRegistrationStatus"]
+    info = {f.name: f.number for f in reg.PluginInfo.DESCRIPTOR.fields}
+    assert info == {"type": 1, "name": 2, "endpoint": 3, "supported_versions": 4}
+    status = {f.name: f.number for f in reg.RegistrationStatus.DESCRIPTOR.fields}
+    assert status == {"plugin_registered": 1, "error": 2}
+
+
+def test_dra_wire_names_and_field_numbers_match_kubelet() -> None:
+    for module, version in ((dra_v1, "v1"), (dra_v1beta1, "v1beta1")):
+        assert module.DESCRIPTOR.package == f"k8s.io.kubelet.pkg.apis.dra.{version}"
+        service = module.DESCRIPTOR.services_by_name["DRAPlugin"]
+        assert service.full_name == f"k8s.io.kubelet.pkg.apis.dra.{version}.DRAPlugin"
+        assert [m.name for m in service.methods] == ["NodePrepareResources", "NodeUnprepareResources"]
+        assert {f.name: f.number for f in module.Claim.DESCRIPTOR.fields} == {
+            "namespace": 1,
+            "uid": 2,
+            "name": 3,
+        }
+        device = {f.name: f.number for f in module.Device.DESCRIPTOR.fields}
+        assert device == {"request_names": 1, "pool_name": 2, "device_name": 3, "cdi_device_ids": 4}
+        prepared = {f.name: f.number for f in module.NodePrepareResourceResponse.DESCRIPTOR.fields}
+        assert prepared == {"devices": 1, "error": 2}
+        assert module.NodeUnprepareResourceResponse.DESCRIPTOR.fields_by_name["error"].number == 1
+        assert (
+            module.NodePrepareResourcesResponse.DESCRIPTOR.fields_by_name["claims"]
+            .message_type.GetOptions()
+            .map_entry
+        )
+
+
+def test_dra_v1_and_v1beta1_messages_are_byte_compatible() -> None:
+    """kubelet may speak either version; the same bytes must mean the same claim in both."""
+    request = dra_v1.NodePrepareResourcesRequest(claims=[dra_v1.Claim(namespace="ns", uid="u1", name="c")])
+    again = dra_v1beta1.NodePrepareResourcesRequest.FromString(request.SerializeToString())
+    assert (again.claims[0].namespace, again.claims[0].uid, again.claims[0].name) == ("ns", "u1", "c")

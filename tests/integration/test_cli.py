@@ -39,6 +39,11 @@ def test_simulate_once_plays_the_scenario_and_prints_the_final_state() -> None:
     cdi = out.split("\nCDI specs (")[1].split("\n\n")[0]
     assert "hcs-deviceplugin-simulated.json  hcs.deckhouse.io/simulated" in cdi
     assert "2b. 3 CDI answers resolve in" in out, "the -shared pool delivers through CDI"
+    assert "2c. DRA pool hygon-dra: 2 devices in this node's ResourceSlice" in out
+    assert "claim hygon-dra-claim prepared: hcs.deckhouse.io/simulated=" in out
+    dra = out.split("\nDRA ResourceSlice (this node's pool)\n")[1].split("\n\n")[0].splitlines()[1:]
+    assert [line.split()[1] for line in dra] == ["hygon-dra", "hygon-dra"]
+    assert "gpu.deckhouse.io/hygon-dra" not in out, "a DRA pool has no device plugin resource"
 
 
 def test_simulate_on_fake_hardware_serves_every_vendor_fake_through_its_real_backend() -> None:

@@ -171,6 +171,16 @@ CASES: dict[str, Case] = {
         "HCS_IN_CLUSTER='maybe': expected true",
     ),
     "unknown vendor": lambda r: (["--vendors", "nope"], {}, "--vendors: unknown vendors ['nope']"),
+    "--dra-driver without the API": lambda r: (
+        ["--dra-driver", "gpu.deckhouse.io"],
+        {},
+        "--dra-driver needs --in-cluster or --kubeconfig",
+    ),
+    "HCS_DRA_DRIVER not a DNS subdomain": lambda r: (
+        ["--kubeconfig", str(r / "file"), "--kube-namespace", "ns"],
+        {"HCS_DRA_DRIVER": "GPU_driver"},
+        "--dra-driver (HCS_DRA_DRIVER) 'GPU_driver' is not a DNS subdomain",
+    ),
 }
 
 

@@ -19,6 +19,11 @@ Nodes are there for the node labeler and the daemon's Node watch: list and watch
 strategic merge) of ``/api/v1/nodes/{name}``, with the apiserver's validation of label keys and values
 (422), so a label the real apiserver would refuse is refused here too. Tests create Nodes, change their
 labels behind the client's back, and fail the next N node reads or patches.
+
+``resource.k8s.io/v1`` is there for the DRA front end: tests put ResourceClaims (GET by name), and
+the daemon creates, replaces (PUT, with optimistic concurrency on ``metadata.resourceVersion``),
+reads, lists and deletes ResourceSlices. Every slice written is checked by ``slice_validator`` (when
+set) and refused with 422 on any problem, as the apiserver's validation would.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")
 _EVENT = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$")
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
 _NODES = "/api/v1/nodes"
+_RESOURCE_CLAIM = re.compile(
+    r"^/apis/resource\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/resourceclaims/(?P<name>[^/]+)$"
+)
+_RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+_RESOURCE_SLICE = re.compile(r"^/apis/resource\.k8s\.io/v1/resourceslices/(?P<name>[^/]+)$")
 _CLUSTER = ""
 """The namespace of cluster-scoped objects (Nodes) in the change history."""
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -226,6 +236,9 @@ class FakeApiServer:
         self._fail_lists: tuple[int, int] = (0, 500)
         self._fail_event_writes = 0
         self._nodes: dict[str, JsonObject] = {}
+        self._claims: dict[tuple[str, str], JsonObject] = {}
+        self._slices: dict[str, JsonObject] = {}
+        self.slice_validator: Callable[[JsonObject], list[str]] | None = None
         self._fail_node_reads: tuple[int, int] = (0, 500)
         self._fail_node_patches: tuple[int, int] = (0, 500)
         self._expire_next_watches: list[bool] = []  # one entry a watch; True: HTTP 410, False: ERROR event
@@ -473,6 +486,94 @@ class FakeApiServer:
         with self._cond:
             self._fail_node_patches = (count, code)
 
+    # --- resource.k8s.io/v1 ----------------------------------------------------------------------
+
+    def put_resource_claim(self, claim: JsonObject) -> JsonObject:
+        """Store a ResourceClaim as given (uid kept if set, else made up); returns the stored copy."""
+        with self._cond:
+            stored = json.loads(json.dumps(claim))
+            meta = stored.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            self._rv += 1
+            meta["resourceVersion"] = str(self._rv)
+            self._claims[(meta["namespace"], meta["name"])] = stored
+            copy: JsonObject = json.loads(json.dumps(stored))
+            return copy
+
+    def resource_slices(self) -> dict[str, JsonObject]:
+        with self._cond:
+            copy: dict[str, JsonObject] = json.loads(json.dumps(self._slices))
+            return copy
+
+    def wait_resource_slices(
+        self, predicate: Callable[[dict[str, JsonObject]], bool], timeout: float
+    ) -> bool:
+        """Wait until ``predicate(slices by name)`` holds (checked after every slice write)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(json.loads(json.dumps(self._slices))), timeout)
+
+    def _read_claim(self, namespace: str, name: str) -> tuple[int, JsonObject]:
+        with self._cond:
+            claim = self._claims.get((namespace, name))
+            if claim is None:
+                return 404, _status(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
+            return 200, json.loads(json.dumps(claim))
+
+    def _write_slice(self, name: str | None, body: Any, create: bool) -> tuple[int, JsonObject]:
+        if not isinstance(body, dict) or body.get("kind") != "ResourceSlice":
+            return 400, _status(400, "BadRequest", "body is not a ResourceSlice")
+        meta = body.setdefault("metadata", {})
+        name = name or meta.get("name", "")
+        if meta.get("name") != name:
+            return 400, _status(400, "BadRequest", "metadata.name does not match the path")
+        problems = self.slice_validator(body) if self.slice_validator else []
+        if problems:
+            return 422, _status(
+                422, "Invalid", f"ResourceSlice.resource.k8s.io {name!r} is invalid: {problems}"
+            )
+        with self._cond:
+            old = self._slices.get(name)
+            if create and old is not None:
+                return 409, _status(
+                    409, "AlreadyExists", f'resourceslices.resource.k8s.io "{name}" already exists'
+                )
+            if not create:
+                if old is None:
+                    return 404, _status(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
+                wanted = meta.get("resourceVersion")
+                if wanted and wanted != old["metadata"]["resourceVersion"]:
+                    return 409, _status(409, "Conflict", "the object has been modified")
+                meta["uid"] = old["metadata"]["uid"]
+            else:
+                meta["uid"] = str(uuid.uuid4())
+            self._rv += 1
+            meta["resourceVersion"] = str(self._rv)
+            self._slices[name] = body
+            self._cond.notify_all()
+            return (201 if create else 200), json.loads(json.dumps(body))
+
+    def _delete_slice(self, name: str) -> tuple[int, JsonObject]:
+        with self._cond:
+            old = self._slices.pop(name, None)
+            self._cond.notify_all()
+            if old is None:
+                return 404, _status(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
+            return 200, old
+
+    def _read_slices(self, name: str | None) -> tuple[int, JsonObject]:
+        with self._cond:
+            if name is None:
+                items = [json.loads(json.dumps(o)) for _, o in sorted(self._slices.items())]
+                return 200, {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSliceList",
+                    "metadata": {"resourceVersion": str(self._rv)},
+                    "items": items,
+                }
+            if name not in self._slices:
+                return 404, _status(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
+            return 200, json.loads(json.dumps(self._slices[name]))
+
     def _read_node(self, name: str) -> tuple[int, JsonObject]:
         with self._cond:
             count, code = self._fail_node_reads
@@ -603,6 +704,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     """HTTP/1.1 with keep-alive, as the apiserver; the watch is the only chunked, long-lived answer."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """Headers and body go out in two writes; with Nagle the body waits for the client's delayed ACK
+    (40 ms a request), which a real apiserver never costs."""
     fake: FakeApiServer
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -638,6 +742,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path, query = self._query()
         self.fake._record(RecordedRequest("GET", path, query))
+        claim = _RESOURCE_CLAIM.match(path)
+        if claim:
+            self._send_json(*self.fake._read_claim(claim["ns"], claim["name"]))
+            return
+        one_slice = _RESOURCE_SLICE.match(path)
+        if one_slice or path == _RESOURCE_SLICES:
+            self._send_json(*self.fake._read_slices(one_slice["name"] if one_slice else None))
+            return
         node = _NODE.match(path)
         if node:
             self._send_json(*self.fake._read_node(node["name"]))
@@ -664,12 +776,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         path, query = self._query()
         body = self._body()
         self.fake._record(RecordedRequest("POST", path, query, body, self.headers.get("Content-Type", "")))
+        if path == _RESOURCE_SLICES:
+            self._send_json(*self.fake._write_slice(None, body, create=True))
+            return
         match = _EVENTS.match(path)
         if not match:
             self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
             return
         code, answer = self._create_event(match["ns"], body)
         self._send_json(code, answer)
+
+    def do_PUT(self) -> None:
+        path, query = self._query()
+        body = self._body()
+        self.fake._record(RecordedRequest("PUT", path, query, body, self.headers.get("Content-Type", "")))
+        match = _RESOURCE_SLICE.match(path)
+        if not match:
+            self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
+            return
+        self._send_json(*self.fake._write_slice(match["name"], body, create=False))
+
+    def do_DELETE(self) -> None:
+        path, query = self._query()
+        self.fake._record(RecordedRequest("DELETE", path, query))
+        match = _RESOURCE_SLICE.match(path)
+        if not match:
+            self._send_json(404, _status(404, "NotFound", f"no route for {path}"))
+            return
+        self._send_json(*self.fake._delete_slice(match["name"]))
 
     def do_PATCH(self) -> None:
         path, query = self._query()

@@ -1,0 +1,186 @@
+"""The DRA kubelet plugin on its two sockets: registration and the DRA service.
+
+Kubelet's plugin watcher finds ``<plugins_registry>/<driver>-reg.sock``, calls ``GetInfo`` there
+(type ``DRAPlugin``, our driver name, the endpoint ``<plugins>/<driver>/dra.sock`` and the service
+versions we serve) and reports its verdict through ``NotifyRegistrationStatus``. It then calls
+NodePrepareResources / NodeUnprepareResources on the endpoint, in whichever of ``v1`` and
+``v1beta1`` both sides know; the two versions are wire-identical, so one preparer answers both.
+A per-claim failure is the claim's ``error`` (kubelet retries that claim), never a gRPC error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+
+from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
+from hcs_deviceplugin.api.dra.v1 import api_pb2_grpc as v1_grpc
+from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as v1beta1
+from hcs_deviceplugin.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
+from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
+from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
+
+log = logging.getLogger(__name__)
+
+PLUGIN_TYPE = "DRAPlugin"
+SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+"""What ``supported_versions`` lists: the gRPC services by version, as kubelet matches them."""
+SERVER_THREADS = 8
+
+
+class Preparer(Protocol):
+    def prepare(self, claim: ClaimRef) -> PrepareResult: ...
+
+    def unprepare(self, claim: ClaimRef) -> str: ...
+
+
+def registration_socket(registry_dir: Path, driver: str) -> Path:
+    return registry_dir / f"{driver}-reg.sock"
+
+
+def dra_socket(plugins_dir: Path, driver: str) -> Path:
+    return plugins_dir / driver / "dra.sock"
+
+
+class RegistrationServicer(reg_grpc.RegistrationServicer):
+    def __init__(self, driver: str, endpoint: Path, on_status: Callable[[bool, str], None]) -> None:
+        self._info = reg.PluginInfo(
+            type=PLUGIN_TYPE, name=driver, endpoint=str(endpoint), supported_versions=list(SUPPORTED_SERVICES)
+        )
+        self._on_status = on_status
+
+    def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+        return self._info
+
+    def NotifyRegistrationStatus(
+        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg.RegistrationStatusResponse:
+        self._on_status(request.plugin_registered, request.error)
+        return reg.RegistrationStatusResponse()
+
+
+def _prepare_all(preparer: Preparer, claims: list[ClaimRef]) -> dict[str, PrepareResult]:
+    return {claim.uid: preparer.prepare(claim) for claim in claims}
+
+
+class V1Servicer(v1_grpc.DRAPluginServicer):
+    def __init__(self, preparer: Preparer) -> None:
+        self._preparer = preparer
+
+    def NodePrepareResources(
+        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodePrepareResourcesResponse:
+        refs = [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
+        response = v1.NodePrepareResourcesResponse()
+        for uid, result in _prepare_all(self._preparer, refs).items():
+            answer = response.claims[uid]
+            answer.error = result.error
+            for d in result.devices:
+                answer.devices.add(
+                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
+                )
+        return response
+
+    def NodeUnprepareResources(
+        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodeUnprepareResourcesResponse:
+        response = v1.NodeUnprepareResourcesResponse()
+        for c in request.claims:
+            response.claims[c.uid].error = self._preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
+        return response
+
+
+class V1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
+    """v1beta1 by way of v1: the messages are byte-identical, so convert through the wire."""
+
+    def __init__(self, preparer: Preparer) -> None:
+        self._v1 = V1Servicer(preparer)
+
+    def NodePrepareResources(
+        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodePrepareResourcesResponse:
+        answer = self._v1.NodePrepareResources(
+            v1.NodePrepareResourcesRequest.FromString(request.SerializeToString()), context
+        )
+        return v1beta1.NodePrepareResourcesResponse.FromString(answer.SerializeToString())
+
+    def NodeUnprepareResources(
+        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodeUnprepareResourcesResponse:
+        answer = self._v1.NodeUnprepareResources(
+            v1.NodeUnprepareResourcesRequest.FromString(request.SerializeToString()), context
+        )
+        return v1beta1.NodeUnprepareResourcesResponse.FromString(answer.SerializeToString())
+
+
+class DraPluginServer:
+    """Both sockets, started and stopped together. The DRA socket is up before the registration
+    socket appears, so kubelet never dials an endpoint that is not there yet."""
+
+    def __init__(self, driver: str, plugins_dir: Path, registry_dir: Path, preparer: Preparer) -> None:
+        self.driver = driver
+        self.endpoint = dra_socket(plugins_dir, driver)
+        self.registration_path = registration_socket(registry_dir, driver)
+        self._preparer = preparer
+        self._servers: list[tuple[grpc.Server, Path]] = []
+        self._status_lock = threading.Condition()
+        self.registered: bool | None = None
+        self.registration_error = ""
+
+    def start(self) -> None:
+        self.endpoint.parent.mkdir(parents=True, exist_ok=True)
+        self.registration_path.parent.mkdir(parents=True, exist_ok=True)
+        self._serve(self.endpoint, self._add_dra_services)
+        servicer = RegistrationServicer(self.driver, self.endpoint, self._status)
+        self._serve(
+            self.registration_path, lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s)
+        )
+        log.info(
+            "DRA driver %s: serving %s, registering at %s", self.driver, self.endpoint, self.registration_path
+        )
+
+    def _add_dra_services(self, server: grpc.Server) -> None:
+        v1_grpc.add_DRAPluginServicer_to_server(V1Servicer(self._preparer), server)
+        v1beta1_grpc.add_DRAPluginServicer_to_server(V1beta1Servicer(self._preparer), server)
+
+    def _serve(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
+        prepare_socket_path(path)
+        server = grpc.server(
+            ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix=f"dra-{path.stem}")
+        )
+        add(server)
+        server.add_insecure_port(f"unix:{path}")
+        server.start()
+        self._servers.append((server, path))
+        if not socket_answers(path, timeout=5.0):
+            self.stop()
+            raise RuntimeError(f"own socket {path} does not answer after start")
+
+    def _status(self, registered: bool, error: str) -> None:
+        if registered:
+            log.info("DRA driver %s: registered with kubelet", self.driver)
+        else:
+            log.error("DRA driver %s: kubelet refused the registration: %s", self.driver, error)
+        with self._status_lock:
+            self.registered, self.registration_error = registered, error
+            self._status_lock.notify_all()
+
+    def wait_registered(self, timeout: float) -> bool:
+        with self._status_lock:
+            self._status_lock.wait_for(lambda: self.registered is not None, timeout)
+            return bool(self.registered)
+
+    def stop(self) -> None:
+        """Registration socket first (kubelet stops routing to us), then the service."""
+        for server, path in reversed(self._servers):
+            server.stop(grace=None).wait(5.0)
+            remove_socket(path)
+        self._servers.clear()
