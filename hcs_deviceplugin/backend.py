@@ -173,7 +173,7 @@ def load_backends(names: Sequence[str], config_for: Callable[[str], BackendConfi
             running[name] = factory(config_for(name))
         except BackendOptionError:
             for created_name, created in running.items():
-                _close(created_name, created)
+                close_backend(created_name, created)
             raise
         except BackendAbsent as exc:
             absent[name] = str(exc)
@@ -184,8 +184,9 @@ def load_backends(names: Sequence[str], config_for: Callable[[str], BackendConfi
     return LoadedBackends(running=running, absent=absent)
 
 
-def _close(name: str, backend: Backend) -> None:
-    """Release a backend created before the start was refused (its optional ``close()``)."""
+def close_backend(name: str, backend: Backend) -> None:
+    """Release a backend's library handles if it has an optional ``close()``: at stop, or when the
+    start was refused after it was created. A failing ``close()`` is logged, never raised."""
     close = getattr(backend, "close", None)
     if not callable(close):
         return

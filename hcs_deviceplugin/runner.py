@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from hcs_deviceplugin import __version__
-from hcs_deviceplugin.backend import BackendConfig, BackendOptionError, LoadedBackends, load_backends
-from hcs_deviceplugin.daemon import Daemon, DaemonConfig, close_backend
+from hcs_deviceplugin.backend import (
+    BackendConfig,
+    BackendOptionError,
+    LoadedBackends,
+    close_backend,
+    load_backends,
+)
+from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.dra.claims import ApiClaimSource
 from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
 from hcs_deviceplugin.dra.slices import SliceApi

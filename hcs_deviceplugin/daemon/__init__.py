@@ -6,7 +6,7 @@ lives in ``kubelet/``. The names below are what the rest of the project imports.
 """
 
 from hcs_deviceplugin.daemon.applier import pool_topology
-from hcs_deviceplugin.daemon.core import Daemon, close_backend
+from hcs_deviceplugin.daemon.core import Daemon
 from hcs_deviceplugin.daemon.supervisor import STREAM_END_GRACE_SECONDS
 from hcs_deviceplugin.daemon.types import (
     DaemonConfig,
@@ -28,6 +28,5 @@ __all__ = [
     "PoolSource",
     "PoolSourceFactory",
     "PoolView",
-    "close_backend",
     "pool_topology",
 ]

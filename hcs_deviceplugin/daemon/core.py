@@ -27,7 +27,7 @@ from functools import partial
 from types import MappingProxyType
 
 from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.backend import Backend, configure_sharing, sharing_modes
+from hcs_deviceplugin.backend import Backend, close_backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.cdi.delivery import deliver
 from hcs_deviceplugin.cdi.names import unit_names
 from hcs_deviceplugin.cdi.publisher import CdiPublisher, kinds_of
@@ -616,17 +616,6 @@ def _run_side_by_side(calls: Sequence[Callable[[], None]], timeout: float) -> No
     deadline = time.monotonic() + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-
-
-def close_backend(name: str, backend: Backend) -> None:
-    """Release a backend's library handles if it has an optional ``close()`` (see backend.py)."""
-    close = getattr(backend, "close", None)
-    if not callable(close):
-        return
-    try:
-        close()
-    except Exception:
-        log.exception("backend %s failed to close", name)
 
 
 def _card_id(card: Card) -> str:

@@ -159,15 +159,7 @@ def parse_dkp_located(obj: ConfigMapObject, env: Mapping[str, str] | None = None
     except ConfigErrors as exc:
         raise ConfigErrors(errors + in_key(exc.errors, obj, CONFIG_KEY)) from exc
 
-    def warn(path: str, message: str) -> None:
-        log.warning(
-            "%s: %s: %s",
-            obj.source,
-            key_path(obj, CONFIG_KEY, path),
-            message,
-            extra={"config_source": obj.source, "config_path": path},
-        )
-
+    warn = warner(obj, CONFIG_KEY)
     report = Report(obj.source)
     pools = _document(document, obj.source, environ, report, warn)
     errors += in_key(report.errors, obj, CONFIG_KEY)
@@ -435,6 +427,21 @@ def check_mps_replicas(resource: str, slices: int, report: Report) -> bool:
         report.add("sharing.mps", f"MPS needs at least 2 replicas of {resource!r}, got {slices}")
         return False
     return True
+
+
+def warner(obj: ConfigMapObject, key: str) -> Warn:
+    """Logs a warning about ``path`` inside the config under ``key`` of ``obj``, where it is."""
+
+    def warn(path: str, message: str) -> None:
+        log.warning(
+            "%s: %s: %s",
+            obj.source,
+            key_path(obj, key, path),
+            message,
+            extra={"config_source": obj.source, "config_path": path},
+        )
+
+    return warn
 
 
 def read_sharing(

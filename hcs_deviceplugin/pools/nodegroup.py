@@ -138,15 +138,7 @@ def parse_nodegroup_located(
     except ConfigErrors as exc:
         raise ConfigErrors(in_key(exc.errors, obj, key)) from exc
 
-    def warn(path: str, message: str) -> None:
-        log.warning(
-            "%s: %s: %s",
-            obj.source,
-            key_path(obj, key, path),
-            message,
-            extra={"config_source": obj.source, "config_path": path},
-        )
-
+    warn = dkp.warner(obj, key)
     report = Report(obj.source)
     pools = _config(document, obj.source, node, environ, report, warn)
     if report.errors:

@@ -58,9 +58,15 @@ def test_a_relabelled_node_changes_the_gpu_pool_live_and_leaves_the_others_alone
 
     kubelet = node.kubelet
     kubelet.wait_for(
-        lambda k: GPU in k.resources() and k.resource(GPU).healthy == set(gpus) and NATIVE in k.resources(),
+        lambda k: (
+            GPU in k.resources()
+            and k.resource(GPU).healthy == set(gpus)
+            and NATIVE in k.resources()
+            and k.resource(NATIVE).stream_opens >= 1
+            and k.resource(NATIVE).healthy == {npu}
+        ),
         WAIT,
-        "nvidia.com/gpu with every GPU, one unit each, and the native pool",
+        "nvidia.com/gpu with every GPU, one unit each, and the native pool streaming its chip",
     )
     before = kubelet.resource(NATIVE)
     native_server = daemon.server("npu")
