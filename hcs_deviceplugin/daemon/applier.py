@@ -234,7 +234,9 @@ class ServerApplier:
             old = running[name]
             if keep >= set(old.cards):
                 continue
-            server = self._servers[name]
+            server = self._running_server(name)
+            if server is None:
+                return
             kept_units = tuple(u for u in server.state.snapshot.units if u.card_id in keep)
             if server.update(old.pool, kept_units):
                 waits.append((server, server.state.snapshot.version))
@@ -272,6 +274,12 @@ class ServerApplier:
                 "pool %s: socket closed (%s)", name, "removed" if name not in desired.pools else "replaced"
             )
 
+    def _running_server(self, name: str) -> PluginServer | None:
+        """The server of a pool this applier runs; None once :meth:`stop` has taken every server
+        (a daemon stopping in the middle of an apply: nothing is left to update)."""
+        with self._lock:
+            return None if self._stopped else self._servers.get(name)
+
     def _close(self, server: PluginServer) -> None:
         try:
             server.stop(drain=True)
@@ -301,5 +309,8 @@ class ServerApplier:
             )
         for name in update:
             want = final[name]
-            if self._servers[name].update(want.pool, want.units, pool_topology(want, inventory)):
+            running = self._running_server(name)
+            if running is None:
+                return
+            if running.update(want.pool, want.units, pool_topology(want, inventory)):
                 log.info("pool %s now advertises %d unit(s)", name, len(want.units))
