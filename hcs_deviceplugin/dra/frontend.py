@@ -15,6 +15,7 @@ from pathlib import Path
 from hcs_deviceplugin.dra.checkpoint import ClaimCheckpoint
 from hcs_deviceplugin.dra.claims import ClaimSource
 from hcs_deviceplugin.dra.devices import DraDevice, slice_devices
+from hcs_deviceplugin.dra.health import HealthFeed
 from hcs_deviceplugin.dra.preparer import ClaimPreparer, EnsureCdi
 from hcs_deviceplugin.dra.server import DraPluginServer
 from hcs_deviceplugin.dra.slices import SlicePublisher, SliceStore
@@ -64,7 +65,10 @@ class DraFrontEnd:
             ensure_cdi,
             on_holds_changed,
         )
-        self.server = DraPluginServer(config.driver, config.plugins_dir, config.registry_dir, self.preparer)
+        self.health = HealthFeed(node)
+        self.server = DraPluginServer(
+            config.driver, config.plugins_dir, config.registry_dir, self.preparer, self.health
+        )
         self.slices = SlicePublisher(setup.slices, config.driver, node) if setup.slices is not None else None
         self.devices: tuple[DraDevice, ...] = ()
         self._had_pools = False
@@ -85,6 +89,7 @@ class DraFrontEnd:
     ) -> None:
         devices = slice_devices(pools, inventory, health, self._kinds)
         self.preparer.set_devices(devices)
+        self.health.publish(devices)
         changed = devices != self.devices
         self.devices = devices
         if self.slices is None:

@@ -6,6 +6,10 @@ versions we serve) and reports its verdict through ``NotifyRegistrationStatus``.
 NodePrepareResources / NodeUnprepareResources on the endpoint, in whichever of ``v1`` and
 ``v1beta1`` both sides know; the two versions are wire-identical, so one preparer answers both.
 A per-claim failure is the claim's ``error`` (kubelet retries that claim), never a gRPC error.
+With a :class:`~hcs_deviceplugin.dra.health.HealthFeed` the endpoint also serves kubelet's device
+health stream, and ``supported_versions`` lists its service too: kubelet opens the stream only for
+plugins that advertise it (and lists as services the ones it does not know, so older kubelets ignore
+the extra entry).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
 from hcs_deviceplugin.api.dra.v1 import api_pb2_grpc as v1_grpc
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as v1beta1
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from hcs_deviceplugin.dra.health import HEALTH_SERVICE, HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
 
@@ -51,9 +57,15 @@ def dra_socket(plugins_dir: Path, driver: str) -> Path:
 
 
 class RegistrationServicer(reg_grpc.RegistrationServicer):
-    def __init__(self, driver: str, endpoint: Path, on_status: Callable[[bool, str], None]) -> None:
+    def __init__(
+        self,
+        driver: str,
+        endpoint: Path,
+        on_status: Callable[[bool, str], None],
+        services: tuple[str, ...] = SUPPORTED_SERVICES,
+    ) -> None:
         self._info = reg.PluginInfo(
-            type=PLUGIN_TYPE, name=driver, endpoint=str(endpoint), supported_versions=list(SUPPORTED_SERVICES)
+            type=PLUGIN_TYPE, name=driver, endpoint=str(endpoint), supported_versions=list(services)
         )
         self._on_status = on_status
 
@@ -125,8 +137,16 @@ class DraPluginServer:
     """Both sockets, started and stopped together. The DRA socket is up before the registration
     socket appears, so kubelet never dials an endpoint that is not there yet."""
 
-    def __init__(self, driver: str, plugins_dir: Path, registry_dir: Path, preparer: Preparer) -> None:
+    def __init__(
+        self,
+        driver: str,
+        plugins_dir: Path,
+        registry_dir: Path,
+        preparer: Preparer,
+        health: HealthFeed | None = None,
+    ) -> None:
         self.driver = driver
+        self.health = health
         self.endpoint = dra_socket(plugins_dir, driver)
         self.registration_path = registration_socket(registry_dir, driver)
         self._preparer = preparer
@@ -138,8 +158,11 @@ class DraPluginServer:
     def start(self) -> None:
         self.endpoint.parent.mkdir(parents=True, exist_ok=True)
         self.registration_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.health is not None:
+            self.health.open()
         self._serve(self.endpoint, self._add_dra_services)
-        servicer = RegistrationServicer(self.driver, self.endpoint, self._status)
+        services = SUPPORTED_SERVICES + ((HEALTH_SERVICE,) if self.health is not None else ())
+        servicer = RegistrationServicer(self.driver, self.endpoint, self._status, services)
         self._serve(
             self.registration_path, lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s)
         )
@@ -150,6 +173,8 @@ class DraPluginServer:
     def _add_dra_services(self, server: grpc.Server) -> None:
         v1_grpc.add_DRAPluginServicer_to_server(V1Servicer(self._preparer), server)
         v1beta1_grpc.add_DRAPluginServicer_to_server(V1beta1Servicer(self._preparer), server)
+        if self.health is not None:
+            health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
 
     def _serve(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
         prepare_socket_path(path)
@@ -179,7 +204,10 @@ class DraPluginServer:
             return bool(self.registered)
 
     def stop(self) -> None:
-        """Registration socket first (kubelet stops routing to us), then the service."""
+        """Registration socket first (kubelet stops routing to us), then the service; open health
+        streams end first so the graceful stop does not wait on them."""
+        if self.health is not None:
+            self.health.close()
         for server, path in reversed(self._servers):
             server.stop(grace=None).wait(5.0)
             remove_socket(path)

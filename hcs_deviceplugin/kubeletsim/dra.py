@@ -41,6 +41,8 @@ class DriverRegistration:
     endpoint: str
     service: str
     socket: str
+    advertised: tuple[str, ...] = ()
+    """Everything ``supported_versions`` listed (kubelet opens the health stream only if listed)."""
 
 
 def check_info(info: reg.PluginInfo) -> tuple[str, str]:
@@ -133,7 +135,9 @@ class DraKubeletSimulator:
             if problem:
                 self.refused[path] = problem
             else:
-                self.drivers[info.name] = DriverRegistration(info.name, info.endpoint, service, path)
+                self.drivers[info.name] = DriverRegistration(
+                    info.name, info.endpoint, service, path, tuple(info.supported_versions)
+                )
             self._cond.notify_all()
 
     # -- what kubelet does for a pod's claims --------------------------------------------------

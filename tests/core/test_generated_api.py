@@ -9,6 +9,7 @@ from hcs_deviceplugin.api import regenerate
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as dp
 from hcs_deviceplugin.api.dra.v1 import api_pb2 as dra_v1
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as dra_health
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
 
@@ -93,3 +94,21 @@ def test_dra_v1_and_v1beta1_messages_are_byte_compatible() -> None:
     request = dra_v1.NodePrepareResourcesRequest(claims=[dra_v1.Claim(namespace="ns", uid="u1", name="c")])
     again = dra_v1beta1.NodePrepareResourcesRequest.FromString(request.SerializeToString())
     assert (again.claims[0].namespace, again.claims[0].uid, again.claims[0].name) == ("ns", "u1", "c")
+
+
+def test_dra_health_wire_names_and_field_numbers_match_kubelet() -> None:
+    """k8s.io/kubelet/pkg/apis/dra-health/v1alpha1: package "v1alpha1", so the service kubelet dials
+    and the name a plugin advertises is "v1alpha1.DRAResourceHealth"."""
+    assert dra_health.DESCRIPTOR.package == "v1alpha1"
+    service = dra_health.DESCRIPTOR.services_by_name["DRAResourceHealth"]
+    assert service.full_name == "v1alpha1.DRAResourceHealth"
+    [method] = service.methods
+    assert method.name == "NodeWatchResources" and method.server_streaming and not method.client_streaming
+    assert dict(dra_health.HealthStatus.items()) == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
+    ident = {f.name: f.number for f in dra_health.DeviceIdentifier.DESCRIPTOR.fields}
+    assert ident == {"pool_name": 1, "device_name": 2}
+    health = {f.name: (f.number, f.type) for f in dra_health.DeviceHealth.DESCRIPTOR.fields}
+    # types: 11 message, 14 enum, 3 int64
+    assert health == {"device": (1, 11), "health": (2, 14), "last_updated_time": (3, 3)}
+    assert dra_health.NodeWatchResourcesResponse.DESCRIPTOR.fields_by_name["devices"].number == 1
+    assert not dra_health.NodeWatchResourcesRequest.DESCRIPTOR.fields

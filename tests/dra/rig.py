@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from hcs_deviceplugin.cdi.publisher import CdiPublisher
 from hcs_deviceplugin.dra.checkpoint import ClaimCheckpoint
 from hcs_deviceplugin.dra.claims import ApiClaimSource
 from hcs_deviceplugin.dra.devices import DraDevice, slice_devices
+from hcs_deviceplugin.dra.health import HealthFeed
 from hcs_deviceplugin.dra.preparer import ClaimPreparer
 from hcs_deviceplugin.dra.server import DraPluginServer
 from hcs_deviceplugin.kubeletsim.dra import DraKubeletSimulator
@@ -59,6 +60,7 @@ class Rig:
     kubelet: DraKubeletSimulator
     preparer: ClaimPreparer | None = None
     server: DraPluginServer | None = None
+    health: HealthFeed = field(default_factory=lambda: HealthFeed(NODE))
 
     @property
     def cdi_dir(self) -> Path:
@@ -74,8 +76,9 @@ class Rig:
             self.ensure_cdi,
         )
         self.preparer.set_devices(self.devices)
+        self.health.publish(self.devices)
         self.server = DraPluginServer(
-            DRIVER, self.root / "plugins", self.root / "plugins_registry", self.preparer
+            DRIVER, self.root / "plugins", self.root / "plugins_registry", self.preparer, self.health
         )
         self.server.start()
         return self.server
@@ -100,6 +103,7 @@ class Rig:
         self.devices = compute_devices(self.inventory, self.publisher, {card_id: health})
         assert self.preparer is not None
         self.preparer.set_devices(self.devices)
+        self.health.publish(self.devices)
 
 
 def compute_devices(

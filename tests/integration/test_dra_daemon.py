@@ -1,7 +1,8 @@
 """The daemon with the DRA front end, end to end on real sockets: a DRA pool is published as a
 ResourceSlice and never as a device plugin resource; a claim prepared through the DRA kubelet
 simulator holds its card; a held card changing front end drains first, both ways; a health change
-taints the device in the slice; a daemon restart between Prepare and Unprepare keeps the hold."""
+taints the device in the slice and reaches kubelet's health stream; a daemon restart between
+Prepare and Unprepare keeps the hold."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hcs_deviceplugin.dra.devices import dra_device_name
 from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
 from hcs_deviceplugin.dra.slices import SliceApi
 from hcs_deviceplugin.kubeletsim.dra import DraKubeletSimulator
+from hcs_deviceplugin.kubeletsim.drahealth import HealthWatch
 from hcs_deviceplugin.model import Health, HealthEvent
 from hcs_deviceplugin.observability.probes import readiness
 from hcs_deviceplugin.plugin.server import Backoff
@@ -171,10 +173,14 @@ def test_a_health_change_taints_the_device_in_the_slice(dra: DraNode) -> None:
     dra.start()
     sick = dra_device_name(H100[0])
     dra.wait_slice(lambda d: sick in d and "taints" not in d[sick], "healthy first")
-    dra.node.backend.inject(HealthEvent(H100[0], Health.UNHEALTHY, "xid 79"))
-    dra.wait_slice(lambda d: d[sick].get("taints", [{}])[0].get("effect") == "NoSchedule", "tainted")
-    ref = dra.claim("late", H100[0])
-    dra.kubelet.wait_registered(DRIVER, WAIT)
-    assert "unhealthy" in dra.kubelet.prepare(DRIVER, [ref]).claims[ref[1]].error
-    dra.node.backend.inject(HealthEvent(H100[0], Health.HEALTHY, "recovered"))
-    dra.wait_slice(lambda d: "taints" not in d[sick], "taint removed on recovery")
+    key = ("node-1", sick)
+    with HealthWatch(dra.kubelet.wait_registered(DRIVER, WAIT)) as watch:
+        watch.wait_for(lambda h: h.get(key) == "HEALTHY", WAIT)
+        dra.node.backend.inject(HealthEvent(H100[0], Health.UNHEALTHY, "xid 79"))
+        dra.wait_slice(lambda d: d[sick].get("taints", [{}])[0].get("effect") == "NoSchedule", "tainted")
+        watch.wait_for(lambda h: h.get(key) == "UNHEALTHY", WAIT)
+        ref = dra.claim("late", H100[0])
+        assert "unhealthy" in dra.kubelet.prepare(DRIVER, [ref]).claims[ref[1]].error
+        dra.node.backend.inject(HealthEvent(H100[0], Health.HEALTHY, "recovered"))
+        dra.wait_slice(lambda d: "taints" not in d[sick], "taint removed on recovery")
+        watch.wait_for(lambda h: h.get(key) == "HEALTHY", WAIT)

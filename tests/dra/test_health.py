@@ -1,0 +1,92 @@
+"""Kubelet's DRA device health stream (``v1alpha1.DRAResourceHealth``) over the real sockets: the
+service is advertised at registration, the stream carries every device's health as the slice taints
+see it, a health change reaches kubelet, and a stopping plugin ends the stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
+from hcs_deviceplugin.dra.health import HEALTH_SERVICE, HealthFeed
+from hcs_deviceplugin.kubeletsim.drahealth import HealthWatch
+from hcs_deviceplugin.model import Health
+from tests.dra.rig import DRIVER, NODE, Rig, compute_devices, dra_rig
+
+TIMEOUT = 10.0
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with dra_rig() as rig:
+        rig.start_plugin()
+        rig.kubelet.wait_registered(DRIVER, TIMEOUT)
+        yield rig
+
+
+def test_the_registration_lists_the_health_service_after_the_dra_services(rig: Rig) -> None:
+    registration = rig.kubelet.wait_registered(DRIVER, TIMEOUT)
+    assert registration.advertised == ("v1.DRAPlugin", "v1beta1.DRAPlugin", HEALTH_SERVICE)
+    assert registration.service == "v1.DRAPlugin"
+
+
+def test_the_stream_opens_with_every_device_healthy_under_the_node_pool(rig: Rig) -> None:
+    with HealthWatch(rig.kubelet.wait_registered(DRIVER, TIMEOUT)) as watch:
+        first = watch.wait_for(lambda health: len(health) > 0, TIMEOUT)
+    assert first == {(NODE, d.name): "HEALTHY" for d in rig.devices}
+
+
+def test_a_health_change_reaches_kubelet_and_comes_back(rig: Rig) -> None:
+    card = rig.devices[0].card_id
+    on_card = {(NODE, d.name) for d in rig.devices if d.card_id == card}
+    with HealthWatch(rig.kubelet.wait_registered(DRIVER, TIMEOUT)) as watch:
+        watch.wait_for(lambda health: len(health) == len(rig.devices), TIMEOUT)
+        rig.set_health(card, Health.UNHEALTHY)
+        sick = watch.wait_for(lambda health: any(v == "UNHEALTHY" for v in health.values()), TIMEOUT)
+        assert {key for key, value in sick.items() if value == "UNHEALTHY"} == on_card
+        rig.set_health(card, Health.HEALTHY)
+        watch.wait_for(lambda health: set(health.values()) == {"HEALTHY"}, TIMEOUT)
+
+
+def test_stopping_the_plugin_ends_the_stream(rig: Rig) -> None:
+    watch = HealthWatch(rig.kubelet.wait_registered(DRIVER, TIMEOUT))
+    try:
+        watch.wait_for(lambda health: len(health) > 0, TIMEOUT)
+        rig.stop_plugin()
+        assert watch.wait_ended(TIMEOUT), "the stream outlived the plugin"
+    finally:
+        watch.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_unchanged_device_keeps_the_time_it_last_changed() -> None:
+    with dra_rig() as rig:
+        clock = Clock()
+        feed = HealthFeed(NODE, clock)
+        feed.publish(rig.devices)
+        version, _ = feed.snapshot()
+        clock.now = 2000.0
+        feed.publish(rig.devices)  # nothing changed: no new version, no new times
+        assert feed.snapshot()[0] == version
+        card = rig.devices[0].card_id
+        feed.publish(compute_devices(rig.inventory, rig.publisher, {card: Health.UNHEALTHY}))
+        _, response = feed.snapshot()
+    times = {d.device.device_name: d.last_updated_time for d in response.devices}
+    status = {d.device.device_name: d.health for d in response.devices}
+    assert pb.UNHEALTHY in status.values()
+    for name, health in status.items():
+        assert times[name] == (2000 if health == pb.UNHEALTHY else 1000), name
+
+
+def test_a_closed_feed_wakes_a_waiting_stream_at_once() -> None:
+    feed = HealthFeed(NODE)
+    feed.close()
+    assert feed.wait_change(0, TIMEOUT) is None
