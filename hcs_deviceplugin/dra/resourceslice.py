@@ -6,6 +6,10 @@ device carries taints). Slice names are derived from node and driver, not genera
 can replace and delete its own slices without a list. Every change of content bumps the pool's
 ``generation``, which tells the scheduler to ignore slices of an older generation.
 
+Each slice names this node's Node object as its controlling owner (as upstream's kubelet-plugin
+helper does), so the garbage collector deletes the slices when the Node is deleted, whatever state
+the daemon is in.
+
 An unhealthy device stays in the slice with a ``NoSchedule`` device taint ``<driver>/unhealthy``:
 the scheduler allocates it to no new claim, a claim that already has it keeps it, and it comes back
 by itself when the taint goes (health is state, not a latch).
@@ -42,6 +46,12 @@ def slice_name(node: str, driver: str, index: int) -> str:
     return f"{base}-{index}"
 
 
+def node_owner(node: str, uid: str) -> JsonObject:
+    """The ``ownerReferences`` entry for this node's Node (a cluster-scoped owner of a cluster-scoped
+    slice; ``controller`` as upstream sets it, no ``blockOwnerDeletion``)."""
+    return {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": True}
+
+
 def attribute(value: AttributeValue) -> JsonObject:
     if isinstance(value, bool):
         return {"bool": value}
@@ -63,8 +73,11 @@ def device_entry(device: DraDevice, driver: str) -> JsonObject:
     return entry
 
 
-def build_slices(driver: str, node: str, devices: Sequence[DraDevice], generation: int) -> list[JsonObject]:
-    """The slices of this node's pool (at least one, possibly empty: an empty pool says "no devices")."""
+def build_slices(
+    driver: str, node: str, devices: Sequence[DraDevice], generation: int, node_uid: str = ""
+) -> list[JsonObject]:
+    """The slices of this node's pool (at least one, possibly empty: an empty pool says "no devices").
+    ``node_uid`` "" (the Node could not be found): no owner reference."""
     chunks = [devices[i : i + MAX_DEVICES_PER_SLICE] for i in range(0, len(devices), MAX_DEVICES_PER_SLICE)]
     chunks = chunks or [[]]
     return [
@@ -74,6 +87,7 @@ def build_slices(driver: str, node: str, devices: Sequence[DraDevice], generatio
             "metadata": {
                 "name": slice_name(node, driver, index),
                 "labels": {"app.kubernetes.io/managed-by": "hcs-deviceplugin"},
+                **({"ownerReferences": [node_owner(node, node_uid)]} if node_uid else {}),
             },
             "spec": {
                 "driver": driver,

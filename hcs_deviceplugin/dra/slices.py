@@ -6,6 +6,7 @@ coalesces bursts. A write that fails is retried with back-off; the content and t
 kept, so the retry writes the same thing. At start it reads the pool's generation from the slices
 already there (a previous run's), so its first write supersedes them; slices of ours beyond the
 current count are deleted, and ``withdraw`` deletes them all (no DRA pool on the node any more).
+It also reads the Node's uid then, for the slices' owner reference (no Node: no owner reference).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class SliceStore(Protocol):
 
     def delete(self, name: str) -> None: ...
 
+    def node_uid(self, node: str) -> str:
+        """The Node's uid, "" when there is no such Node."""
+        ...
+
 
 class SliceApi:
     """The four calls on ResourceSlices through the API, raw JSON in and out."""
@@ -44,6 +49,7 @@ class SliceApi:
         import kubernetes.client
 
         self._api: Any = kubernetes.client.ResourceV1Api(api_client)
+        self._core: Any = kubernetes.client.CoreV1Api(api_client)
 
     def list_own(self, driver: str, node: str) -> list[JsonObject]:
         response = self._api.list_resource_slice(
@@ -70,6 +76,15 @@ class SliceApi:
     def delete(self, name: str) -> None:
         self._api.delete_resource_slice(name, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
 
+    def node_uid(self, node: str) -> str:
+        try:
+            response = self._core.read_node(node, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
+        except Exception as exc:
+            if _status(exc) == 404:
+                return ""
+            raise
+        return str(json.loads(response.data).get("metadata", {}).get("uid") or "")
+
 
 def _status(exc: BaseException) -> int | None:
     status = getattr(exc, "status", None)
@@ -87,6 +102,7 @@ class SlicePublisher:
         self._stopped = False
         self._content: list[JsonObject] | None = None
         self.generation = 0
+        self.node_uid = ""
         self.writes = 0
         self.last_error = ""
         self._existing: dict[str, JsonObject] = {}
@@ -145,13 +161,16 @@ class SlicePublisher:
         self._existing = {s["metadata"]["name"]: s for s in own}
         generations = [int(s["spec"]["pool"].get("generation", 0)) for s in own]
         self.generation = max(generations, default=0)
+        self.node_uid = self._api.node_uid(self.node)
+        if not self.node_uid:
+            log.warning("DRA: Node %s not found; its ResourceSlices get no owner reference", self.node)
 
     def _write(self, devices: tuple[DraDevice, ...]) -> None:
-        content = build_slices(self.driver, self.node, devices, 0)
+        content = build_slices(self.driver, self.node, devices, 0, self.node_uid)
         if content == self._content:
             return
         generation = self.generation + 1
-        slices = build_slices(self.driver, self.node, devices, generation)
+        slices = build_slices(self.driver, self.node, devices, generation, self.node_uid)
         for body in slices:
             name = body["metadata"]["name"]
             if name in self._existing:

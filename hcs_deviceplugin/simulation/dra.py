@@ -75,6 +75,10 @@ class MemorySlices:
             self.slices.pop(name, None)
             self._cond.notify_all()
 
+    def node_uid(self, node: str) -> str:
+        """No Node object in a simulation: slices without an owner reference."""
+        return ""
+
     def devices(self) -> dict[str, JsonObject]:
         with self._cond:
             return {d["name"]: d for s in self.slices.values() for d in s["spec"]["devices"]}

@@ -48,7 +48,7 @@ def test_dra_on_passes_the_flags_mounts_and_turns_the_api_on() -> None:
     assert mounts["dra-registry"] == "/var/lib/kubelet/plugins_registry"
 
 
-def test_dra_rbac_covers_slices_and_claims_only() -> None:
+def test_dra_rbac_covers_slices_claims_and_reading_nodes_only() -> None:
     (role,) = [
         o for o in render(DRA_ON) if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-dra")
     ]
@@ -56,6 +56,7 @@ def test_dra_rbac_covers_slices_and_claims_only() -> None:
     assert rules == {
         (("resource.k8s.io",), ("resourceslices",)): {"get", "list", "watch", "create", "update", "delete"},
         (("resource.k8s.io",), ("resourceclaims",)): {"get"},
+        (("",), ("nodes",)): {"get"},  # the Node's uid for the slices' owner reference
     }
     bindings = [
         o

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 from hcs_deviceplugin.dra.devices import DraDevice, card_attributes, dra_device_name, partition_attributes
@@ -175,3 +176,27 @@ def test_fake_apiserver_slice_routes_without_a_validator() -> None:
         assert slices.list_own(DRIVER, "other-node") == []
         slices.delete(body["metadata"]["name"])
         assert api.resource_slices() == {}
+
+
+def test_the_slices_are_owned_by_the_node_so_they_go_with_it(rig: Rig) -> None:
+    rig.api.put_node(NODE)
+    meta = kubernetes.client.CoreV1Api(rig.api.api_client()).read_node(NODE).metadata
+    assert meta is not None and meta.uid
+    node_uid = meta.uid
+    slices = SlicePublisher(SliceApi(rig.api.api_client()), DRIVER, NODE)
+    slices.start()
+    try:
+        slices.update(rig.devices)
+        assert rig.api.wait_resource_slices(lambda s: len(devices_of(s)) == len(rig.devices), TIMEOUT)
+    finally:
+        slices.stop()
+    for body in rig.api.resource_slices().values():
+        assert body["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid, "controller": True}
+        ]
+
+
+def test_without_a_node_object_the_slices_are_published_unowned(rig: Rig, publisher: SlicePublisher) -> None:
+    publisher.update(rig.devices)
+    assert rig.api.wait_resource_slices(lambda s: len(devices_of(s)) == len(rig.devices), TIMEOUT)
+    assert all("ownerReferences" not in s["metadata"] for s in rig.api.resource_slices().values())
