@@ -31,7 +31,9 @@ from hcs_deviceplugin.plugin.sockets import is_socket, socket_answers
 log = logging.getLogger(__name__)
 
 KNOWN_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-"""Kubelet's preference order."""
+"""Kubelet's preference order, 1.34 and later (``servicesSupportedByKubelet``)."""
+KNOWN_SERVICES_1_32 = ("v1beta1.DRAPlugin",)
+"""What a 1.32 / 1.33 kubelet picks from ``supported_versions`` (besides the removed v1alpha4)."""
 CALL_TIMEOUT = 10.0
 
 
@@ -45,16 +47,20 @@ class DriverRegistration:
     """Everything ``supported_versions`` listed (kubelet opens the health stream only if listed)."""
 
 
-def check_info(info: reg.PluginInfo) -> tuple[str, str]:
-    """(service chosen, "") or ("", why kubelet refuses), as the DRA registration handler checks."""
+def choose_service(listed: Sequence[str], known: Sequence[str] = KNOWN_SERVICES) -> str:
+    """The first of ``known`` (kubelet's own list, newest first) that the plugin lists, or ""."""
+    return next((service for service in known if service in listed), "")
+
+
+def check_info(info: reg.PluginInfo, known: Sequence[str] = KNOWN_SERVICES) -> tuple[str, str]:
+    """(service chosen, "") or ("", why kubelet refuses), as the DRA registration handler checks;
+    entries kubelet does not know (optional services such as the health stream) are ignored."""
     if info.type != "DRAPlugin":
         return "", f"plugin type {info.type!r} is not DRAPlugin"
     if not info.name:
         return "", "DRA plugin name is empty"
-    for service in KNOWN_SERVICES:
-        if service in info.supported_versions:
-            break
-    else:
+    service = choose_service(info.supported_versions, known)
+    if not service:
         return "", f"none of the versions {list(info.supported_versions)} is supported by kubelet"
     if not info.endpoint or not socket_answers(Path(info.endpoint)):
         return "", f"endpoint {info.endpoint!r} does not answer"
@@ -62,8 +68,11 @@ def check_info(info: reg.PluginInfo) -> tuple[str, str]:
 
 
 class DraKubeletSimulator:
-    def __init__(self, registry_dir: Path, poll_seconds: float = 0.02) -> None:
+    def __init__(
+        self, registry_dir: Path, poll_seconds: float = 0.02, known_services: Sequence[str] = KNOWN_SERVICES
+    ) -> None:
         self.registry_dir = registry_dir
+        self.known_services = tuple(known_services)
         self._poll = poll_seconds
         self._cond = threading.Condition()
         self._seen: set[str] = set()
@@ -124,7 +133,7 @@ class DraKubeletSimulator:
             with grpc.insecure_channel(f"unix:{path}") as channel:
                 stub = reg_grpc.RegistrationStub(channel)
                 info = stub.GetInfo(reg.InfoRequest(), timeout=CALL_TIMEOUT)
-                service, problem = check_info(info)
+                service, problem = check_info(info, self.known_services)
                 stub.NotifyRegistrationStatus(
                     reg.RegistrationStatus(plugin_registered=not problem, error=problem), timeout=CALL_TIMEOUT
                 )
@@ -167,4 +176,10 @@ class DraKubeletSimulator:
             claims=[v1.Claim(namespace=ns, uid=uid, name=name) for ns, uid, name in claims]
         )
         with grpc.insecure_channel(f"unix:{record.endpoint}") as channel:
+            if record.service == "v1beta1.DRAPlugin":
+                old = v1beta1_grpc.DRAPluginStub(channel).NodeUnprepareResources(
+                    v1beta1.NodeUnprepareResourcesRequest.FromString(request.SerializeToString()),
+                    timeout=CALL_TIMEOUT,
+                )
+                return v1.NodeUnprepareResourcesResponse.FromString(old.SerializeToString())
             return v1_grpc.DRAPluginStub(channel).NodeUnprepareResources(request, timeout=CALL_TIMEOUT)
