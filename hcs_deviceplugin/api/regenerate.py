@@ -24,6 +24,7 @@ PROTO_FILES = (
     "dra/v1/api.proto",
     "dra/v1beta1/api.proto",
     "drahealth/v1alpha1/api.proto",
+    "drahealth/v1/api.proto",
 )
 VIRTUAL_ROOT = "hcs_deviceplugin/api"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")

@@ -1,6 +1,8 @@
-"""Device health for kubelet's DRA health stream (``v1alpha1.DRAResourceHealth``).
+"""Device health for kubelet's DRA health stream (``DRAResourceHealth``, ``v1`` and ``v1alpha1``).
 
-Kubelet (feature ResourceHealthStatus) opens ``NodeWatchResources`` on the driver's endpoint and
+Kubelet (feature ResourceHealthStatus) opens ``NodeWatchResources`` on the driver's endpoint, in
+``v1`` where it knows it (1.37 on) and ``v1alpha1`` before, only if the plugin listed the service at
+registration. It
 shows each allocated device's health in the pod status. Every message is the driver's complete
 list, so :class:`HealthFeed` keeps the current list and a version: a stream sends the list when it
 opens and again after every change, never a delta. The health is the one the ResourceSlice taints
@@ -16,13 +18,15 @@ from collections.abc import Callable, Iterable, Iterator
 
 import grpc
 
+from hcs_deviceplugin.api.drahealth.v1 import api_pb2 as pb_v1
+from hcs_deviceplugin.api.drahealth.v1 import api_pb2_grpc as pb_v1_grpc
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.model import Health
 
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
-"""The gRPC service name a plugin lists in ``supported_versions`` so kubelet opens the stream."""
+HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+"""The gRPC service names a plugin lists in ``supported_versions`` so kubelet opens the stream."""
 
 _STATUS = {Health.HEALTHY: pb.HEALTHY, Health.UNHEALTHY: pb.UNHEALTHY}
 
@@ -115,3 +119,17 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
             if changed is not None:
                 version, response = changed
                 yield response
+
+
+class V1HealthServicer(pb_v1_grpc.DRAResourceHealthServicer):
+    """``v1`` by way of ``v1alpha1``: fields 1-3 are the same on the wire (v1's optional timeout and
+    message stay unset: kubelet's default timeout, no detail)."""
+
+    def __init__(self, feed: HealthFeed) -> None:
+        self._alpha = HealthServicer(feed)
+
+    def NodeWatchResources(
+        self, request: pb_v1.NodeWatchResourcesRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb_v1.NodeWatchResourcesResponse]:
+        for response in self._alpha.NodeWatchResources(pb.NodeWatchResourcesRequest(), context):
+            yield pb_v1.NodeWatchResourcesResponse.FromString(response.SerializeToString())

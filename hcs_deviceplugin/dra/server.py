@@ -27,10 +27,11 @@ from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
 from hcs_deviceplugin.api.dra.v1 import api_pb2_grpc as v1_grpc
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as v1beta1
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from hcs_deviceplugin.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from hcs_deviceplugin.dra.health import HEALTH_SERVICE, HealthFeed, HealthServicer
+from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer, V1HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
 
@@ -161,7 +162,7 @@ class DraPluginServer:
         if self.health is not None:
             self.health.open()
         self._serve(self.endpoint, self._add_dra_services)
-        services = SUPPORTED_SERVICES + ((HEALTH_SERVICE,) if self.health is not None else ())
+        services = SUPPORTED_SERVICES + (HEALTH_SERVICES if self.health is not None else ())
         servicer = RegistrationServicer(self.driver, self.endpoint, self._status, services)
         self._serve(
             self.registration_path, lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s)
@@ -174,6 +175,7 @@ class DraPluginServer:
         v1_grpc.add_DRAPluginServicer_to_server(V1Servicer(self._preparer), server)
         v1beta1_grpc.add_DRAPluginServicer_to_server(V1beta1Servicer(self._preparer), server)
         if self.health is not None:
+            health_v1_grpc.add_DRAResourceHealthServicer_to_server(V1HealthServicer(self.health), server)
             health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
 
     def _serve(self, path: Path, add: Callable[[grpc.Server], None]) -> None:

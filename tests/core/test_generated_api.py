@@ -9,6 +9,7 @@ from hcs_deviceplugin.api import regenerate
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as dp
 from hcs_deviceplugin.api.dra.v1 import api_pb2 as dra_v1
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as dra_v1beta1
+from hcs_deviceplugin.api.drahealth.v1 import api_pb2 as dra_health_v1
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as dra_health
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
@@ -112,3 +113,39 @@ def test_dra_health_wire_names_and_field_numbers_match_kubelet() -> None:
     assert health == {"device": (1, 11), "health": (2, 14), "last_updated_time": (3, 3)}
     assert dra_health.NodeWatchResourcesResponse.DESCRIPTOR.fields_by_name["devices"].number == 1
     assert not dra_health.NodeWatchResourcesRequest.DESCRIPTOR.fields
+
+
+def test_dra_health_v1_wire_names_and_field_numbers_match_kubelet() -> None:
+    """k8s.io/kubelet/pkg/apis/dra-health/v1: package "v1", v1alpha1's fields 1-3 plus a timeout (4)
+    and a message (5); v1alpha1 bytes read as v1 say the same."""
+    assert dra_health_v1.DESCRIPTOR.package == "v1"
+    service = dra_health_v1.DESCRIPTOR.services_by_name["DRAResourceHealth"]
+    assert service.full_name == "v1.DRAResourceHealth"
+    [method] = service.methods
+    assert method.name == "NodeWatchResources" and method.server_streaming
+    assert dict(dra_health_v1.HealthStatus.items()) == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
+    health = {f.name: (f.number, f.type) for f in dra_health_v1.DeviceHealth.DESCRIPTOR.fields}
+    assert health == {
+        "device": (1, 11),
+        "health": (2, 14),
+        "last_updated_time": (3, 3),
+        "health_check_timeout_seconds": (4, 3),
+        "message": (5, 9),
+    }
+    ident = {f.name: f.number for f in dra_health_v1.DeviceIdentifier.DESCRIPTOR.fields}
+    assert ident == {"pool_name": 1, "device_name": 2}
+    alpha = dra_health.NodeWatchResourcesResponse(
+        devices=[
+            dra_health.DeviceHealth(
+                device=dra_health.DeviceIdentifier(pool_name="n", device_name="d"),
+                health=dra_health.UNHEALTHY,
+                last_updated_time=7,
+            )
+        ]
+    )
+    [again] = dra_health_v1.NodeWatchResourcesResponse.FromString(alpha.SerializeToString()).devices
+    assert (again.device.device_name, again.health, again.last_updated_time) == (
+        "d",
+        dra_health_v1.UNHEALTHY,
+        7,
+    )

@@ -1,6 +1,6 @@
-"""Kubelet's DRA device health stream (``v1alpha1.DRAResourceHealth``) over the real sockets: the
-service is advertised at registration, the stream carries every device's health as the slice taints
-see it, a health change reaches kubelet, and a stopping plugin ends the stream."""
+"""Kubelet's DRA device health stream (``DRAResourceHealth`` v1 and v1alpha1) over the real sockets:
+both services are advertised at registration, the stream carries every device's health as the slice
+taints see it, a health change reaches kubelet in either version, and a stopping plugin ends it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
-from hcs_deviceplugin.dra.health import HEALTH_SERVICE, HealthFeed
-from hcs_deviceplugin.kubeletsim.drahealth import HealthWatch
+from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed
+from hcs_deviceplugin.kubeletsim.drahealth import HEALTH_V1, HEALTH_V1ALPHA1, HealthWatch
 from hcs_deviceplugin.model import Health
 from tests.dra.rig import DRIVER, NODE, Rig, compute_devices, dra_rig
 
@@ -25,10 +25,30 @@ def rig() -> Iterator[Rig]:
         yield rig
 
 
-def test_the_registration_lists_the_health_service_after_the_dra_services(rig: Rig) -> None:
+def test_the_registration_lists_the_health_services_after_the_dra_services(rig: Rig) -> None:
     registration = rig.kubelet.wait_registered(DRIVER, TIMEOUT)
-    assert registration.advertised == ("v1.DRAPlugin", "v1beta1.DRAPlugin", HEALTH_SERVICE)
+    assert registration.advertised == (
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+    )
+    assert HEALTH_SERVICES == (HEALTH_V1, HEALTH_V1ALPHA1)
     assert registration.service == "v1.DRAPlugin"
+
+
+@pytest.mark.parametrize(
+    ("known", "chosen"), [((HEALTH_V1, HEALTH_V1ALPHA1), HEALTH_V1), ((HEALTH_V1ALPHA1,), HEALTH_V1ALPHA1)]
+)
+def test_a_1_37_kubelet_watches_v1_and_an_older_one_v1alpha1(
+    rig: Rig, known: tuple[str, ...], chosen: str
+) -> None:
+    with HealthWatch(rig.kubelet.wait_registered(DRIVER, TIMEOUT), known) as watch:
+        assert watch.service == chosen
+        first = watch.wait_for(lambda health: len(health) > 0, TIMEOUT)
+        assert first == {(NODE, d.name): "HEALTHY" for d in rig.devices}
+        rig.set_health(rig.devices[0].card_id, Health.UNHEALTHY)
+        watch.wait_for(lambda health: health[(NODE, rig.devices[0].name)] == "UNHEALTHY", TIMEOUT)
 
 
 def test_the_stream_opens_with_every_device_healthy_under_the_node_pool(rig: Rig) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
-from hcs_deviceplugin.dra.health import HEALTH_SERVICE
+from hcs_deviceplugin.dra.health import HEALTH_SERVICES
 from hcs_deviceplugin.dra.server import PLUGIN_TYPE, SUPPORTED_SERVICES
 from hcs_deviceplugin.kubeletsim.dra import (
     KNOWN_SERVICES,
@@ -19,7 +19,7 @@ from hcs_deviceplugin.kubeletsim.dra import (
 from tests.dra.rig import DRIVER, dra_rig
 
 TIMEOUT = 10.0
-OURS = (*SUPPORTED_SERVICES, HEALTH_SERVICE)
+OURS = (*SUPPORTED_SERVICES, *HEALTH_SERVICES)
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ OURS = (*SUPPORTED_SERVICES, HEALTH_SERVICE)
         (OURS, KNOWN_SERVICES_1_32, "v1beta1.DRAPlugin"),
         (("v1beta1.DRAPlugin",), KNOWN_SERVICES, "v1beta1.DRAPlugin"),
         (("v1.DRAPlugin",), KNOWN_SERVICES_1_32, ""),
-        ((HEALTH_SERVICE,), KNOWN_SERVICES, ""),
+        (HEALTH_SERVICES, KNOWN_SERVICES, ""),
         (("1.0.0",), KNOWN_SERVICES, ""),  # the 1.31 era's version strings are not service names
     ],
 )
