@@ -1,13 +1,13 @@
 """Device health for kubelet's DRA health stream (``DRAResourceHealth``, ``v1`` and ``v1alpha1``).
 
 Kubelet (feature ResourceHealthStatus) opens ``NodeWatchResources`` on the driver's endpoint, in
-``v1`` where it knows it (1.37 on) and ``v1alpha1`` before, only if the plugin listed the service at
-registration. It
-shows each allocated device's health in the pod status. Every message is the driver's complete
-list, so :class:`HealthFeed` keeps the current list and a version: a stream sends the list when it
-opens and again after every change, never a delta. The health is the one the ResourceSlice taints
-come from (the desired state's, card and partition health folded in), so the scheduler and kubelet
-never disagree. Devices are named as the slice names them: pool = the node, device = the DRA name.
+``v1`` where it knows it (1.37 on) and ``v1alpha1`` before (recent kubelets only when the plugin
+listed the service at registration), and shows each allocated device's health in the pod status.
+Every message is the driver's complete list, so :class:`HealthFeed` keeps the current list and a
+version: a stream sends the list when it opens and again after every change, never a delta. The
+health is the one the ResourceSlice taints come from (the desired state's, card and partition
+health folded in), so the scheduler and kubelet never disagree. Devices are named as the slice
+names them: pool = the node, device = the DRA name.
 """
 
 from __future__ import annotations
