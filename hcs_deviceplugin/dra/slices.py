@@ -38,7 +38,7 @@ class SliceStore(Protocol):
     def delete(self, name: str) -> None: ...
 
     def node_uid(self, node: str) -> str:
-        """The Node's uid, "" when there is no such Node."""
+        """The Node's uid, "" when there is no such Node (or it may not be read)."""
         ...
 
 
@@ -80,7 +80,9 @@ class SliceApi:
         try:
             response = self._core.read_node(node, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
         except Exception as exc:
-            if _status(exc) == 404:
+            # No such Node, or no right to read it (RBAC from before the owner reference): the
+            # slices go out unowned rather than not at all. Anything else is retried.
+            if _status(exc) in (403, 404):
                 return ""
             raise
         return str(json.loads(response.data).get("metadata", {}).get("uid") or "")
@@ -163,7 +165,11 @@ class SlicePublisher:
         self.generation = max(generations, default=0)
         self.node_uid = self._api.node_uid(self.node)
         if not self.node_uid:
-            log.warning("DRA: Node %s not found; its ResourceSlices get no owner reference", self.node)
+            log.warning(
+                "DRA: Node %s not found or not readable (RBAC: get nodes); its ResourceSlices get no "
+                "owner reference",
+                self.node,
+            )
 
     def _write(self, devices: tuple[DraDevice, ...]) -> None:
         content = build_slices(self.driver, self.node, devices, 0, self.node_uid)

@@ -200,3 +200,21 @@ def test_without_a_node_object_the_slices_are_published_unowned(rig: Rig, publis
     publisher.update(rig.devices)
     assert rig.api.wait_resource_slices(lambda s: len(devices_of(s)) == len(rig.devices), TIMEOUT)
     assert all("ownerReferences" not in s["metadata"] for s in rig.api.resource_slices().values())
+
+
+@pytest.mark.parametrize("code", [403, 500])
+def test_a_node_that_may_not_be_read_leaves_the_slices_unowned_and_a_failing_read_is_retried(
+    rig: Rig, code: int
+) -> None:
+    rig.api.put_node(NODE)
+    rig.api.fail_next_node_reads(1, code)
+    slices = SlicePublisher(SliceApi(rig.api.api_client()), DRIVER, NODE)
+    slices.start()
+    try:
+        slices.update(rig.devices)
+        assert rig.api.wait_resource_slices(lambda s: len(devices_of(s)) == len(rig.devices), TIMEOUT)
+    finally:
+        slices.stop()
+    owned = ["ownerReferences" in s["metadata"] for s in rig.api.resource_slices().values()]
+    # 403: published at once without an owner; 500: retried, then published owned.
+    assert owned == [code == 500]
