@@ -103,25 +103,21 @@ def interleaved(calls: Sequence[Callable[[], object]], count: int) -> list[list[
     return samples
 
 
-PYCACHE = "/tmp/hcs-bench-pycache"
-
-
 def compiled_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a daemon process that reads compiled modules, as the image's does.
 
     The image installs wheels, and pip writes their ``.pyc`` files then; an editable checkout with
     ``PYTHONDONTWRITEBYTECODE`` set (the image's own variable, often exported on a dev machine too)
     would compile every module of ours on every start, some 100 ms of CPU that no node pays. So the
-    bench lets the child write its bytecode under :data:`PYCACHE` (outside the checkout) and read it
-    back on the next start; :func:`precompile` fills it before the first.
+    bench lets the child read and write bytecode where Python keeps it (``__pycache__``, ignored by
+    git; the installed packages' files are already there), and :func:`precompile` writes ours
+    before the first start.
     """
-    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    out["PYTHONPYCACHEPREFIX"] = PYCACHE
-    return out
+    return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def precompile() -> None:
-    """Write the bytecode of our packages under :data:`PYCACHE`, as pip does at install time."""
+    """Write the bytecode of our packages, as pip does at install time."""
     root = Path(__file__).resolve().parents[1]
     packages = [str(root / "hcs_deviceplugin"), str(root / "vendors")]
     env = compiled_env(dict(os.environ))
