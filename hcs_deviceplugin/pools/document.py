@@ -38,6 +38,7 @@ import json
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import yaml
@@ -349,18 +350,29 @@ def _build(loader: Any, node: Node) -> object:
     return loader.construct_object(node, deep=True)
 
 
-def _compose_first(loader_class: Any, text: str) -> object:
-    """The single document of an alias-free ``text``: composed by libyaml, bounded, then built.
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a block that only builds (unless someone else has
+    paused it), and give it back as it was.
 
-    The cyclic garbage collector is paused meanwhile (unless someone else paused it): composing
-    allocates several objects per value (nodes, marks, the built values), all of them reachable
-    until the end, so the collections they trigger find nothing to free; a 1,000-pool document
-    triggered 55, one of them a full collection, which walks every object of the daemon. Whatever
-    is garbage afterwards is refcounted away or left to the next collection once it runs again.
+    Reading a pool document allocates several objects per value (nodes, marks, the built values,
+    then the validated pools), all of them reachable until the end, so the collections they trigger
+    find nothing to free; a 1,000-pool document triggered 55 while being composed alone, one of them
+    a full collection, which walks every object of the daemon. Whatever is garbage afterwards is
+    refcounted away or left to the next collection once the collector runs again.
     """
     paused = gc.isenabled()
     if paused:
         gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _compose_first(loader_class: Any, text: str) -> object:
+    """The single document of an alias-free ``text``: composed by libyaml, bounded, then built."""
     loader = loader_class(text)
     try:
         root = loader.get_single_node()
@@ -371,8 +383,6 @@ def _compose_first(loader_class: Any, text: str) -> object:
         return _build(loader, root)
     finally:
         loader.dispose()
-        if paused:
-            gc.enable()
 
 
 def _yaml_load(text: str, every: bool) -> list[object]:
@@ -451,7 +461,8 @@ def load_document(text: str, source: str, syntax: Syntax = "yaml") -> object:
     """
     _check_size(text, source)
     try:
-        return _load(text, source, syntax)
+        with collector_paused():
+            return _load(text, source, syntax)
     except RecursionError as exc:
         raise ConfigErrors([_too_deep(source)]) from exc
 
