@@ -26,7 +26,7 @@ from pathlib import Path
 import grpc
 import yaml
 
-from bench.common import Result, headline, interleaved, short
+from bench.common import Result, compiled_env, headline, interleaved, precompile, short
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
@@ -153,7 +153,7 @@ def serve(root: Path, api_port: int | None, scrapes: int) -> tuple[int, Result |
     command += ["--state-dir", str(root / "state"), "--cdi-dir", str(root / "cdi")]
     if api_port is not None:
         command += ["--kubeconfig", str(kubeconfig(root / "kubeconfig", api_port)), "--kube-namespace", "hcs"]
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env = compiled_env({k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
     proc = subprocess.Popen([*command, "--log-level", "error"], env=env)
     scraped: Result | None = None
     try:
@@ -181,6 +181,7 @@ def serve(root: Path, api_port: int | None, scrapes: int) -> tuple[int, Result |
 
 
 def run(scrapes: int = 300) -> list[str]:
+    precompile()
     root = Path(tempfile.mkdtemp(prefix="hcsf", dir="/tmp"))
     try:
         rss, scraped = serve(root, None, scrapes)

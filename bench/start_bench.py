@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import Result, headline, short
+from bench.common import Result, compiled_env, headline, precompile, short
 from bench.footprint_bench import free_port
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
@@ -67,7 +67,7 @@ def one_round(root: Path, fake: FakeNvidiaNode, names: set[str]) -> tuple[float,
     shutil.rmtree(root / "state", ignore_errors=True)
     kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
-    env = {**os.environ, **fake.env}
+    env = compiled_env({**os.environ, **fake.env})
     try:
         began = time.monotonic()
         proc = subprocess.Popen(run_command(root, fake, free_port()), env=env)
@@ -101,6 +101,7 @@ def interpreter_floor(rounds: int, code: str) -> Result:
 
 
 def run(rounds: int = 20, pools: int = 8) -> list[str]:
+    precompile()
     root = Path(tempfile.mkdtemp(prefix="hcss", dir="/tmp"))
     try:
         fake = prepare_fake_node(root / "node", dgx_h100_node(), build_dir=root / "build")

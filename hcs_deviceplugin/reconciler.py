@@ -20,6 +20,7 @@ from types import MappingProxyType
 
 from hcs_deviceplugin.model import (
     Card,
+    DeviceSelector,
     Health,
     Inventory,
     Partition,
@@ -29,8 +30,9 @@ from hcs_deviceplugin.model import (
     SharingRequest,
     Unit,
     UnitKind,
+    inventory_id,
+    pattern_matches,
     replica_unit_id,
-    selector_matches,
 )
 
 
@@ -94,13 +96,51 @@ def effective_health(device_id: str, default: Health, health: Mapping[str, Healt
     return health.get(device_id, default)
 
 
+class _CardIndex:
+    """This node's cards by each exact identity a selector can name, so that a selector costs one
+    dict lookup rather than a scan over the cards: 1,000 pools × 16 cards was 16,000 matches per
+    reconcile. Only ``pattern`` (a substring match) still scans. Agrees with :func:`selector_matches`,
+    which stays the definition (a property test holds the two together).
+    """
+
+    def __init__(self, cards: tuple[Card, ...], node_name: str) -> None:
+        self.cards = cards
+        self.node_name = node_name
+        self.by_uuid: dict[str, list[int]] = {}
+        self.by_inventory_id: dict[str, list[int]] = {}
+        self.by_pci_address: dict[str, list[int]] = {}
+        for position, card in enumerate(cards):
+            self.by_uuid.setdefault(card.id, []).append(position)
+            self.by_inventory_id.setdefault(inventory_id(node_name, card), []).append(position)
+            self.by_pci_address.setdefault(card.pci_address.lower(), []).append(position)
+
+    def matches(self, selector: DeviceSelector) -> list[int]:
+        """Positions of the cards ``selector`` names on this node (the precedence of
+        :func:`selector_matches`: the first identity key set decides)."""
+        if selector.node is not None and selector.node != self.node_name:
+            return []
+        if selector.uuid is not None:
+            return self.by_uuid.get(selector.uuid, [])
+        if selector.inventory_id is not None:
+            return self.by_inventory_id.get(selector.inventory_id, [])
+        if selector.pci_address is not None:
+            return self.by_pci_address.get(selector.pci_address.lower(), [])
+        if selector.pattern is not None:
+            return [n for n, card in enumerate(self.cards) if pattern_matches(selector.pattern, card.id)]
+        return []
+
+
 def claims_by_card(poolset: PoolSet, cards: tuple[Card, ...], node_name: str) -> dict[str, list[str]]:
-    """card id → names of the pools whose device lists name it on this node."""
+    """card id → names of the pools whose device lists name it on this node (pools in order, and
+    within a pool the cards in inventory order, as a scan of every pool × card would find them)."""
+    index = _CardIndex(cards, node_name)
     claims: dict[str, list[str]] = {}
     for pool in poolset.pools:
-        for card in cards:
-            if any(selector_matches(sel, card, node_name) for sel in pool.devices):
-                claims.setdefault(card.id, []).append(pool.name)
+        named: set[int] = set()
+        for selector in pool.devices:
+            named.update(index.matches(selector))
+        for position in sorted(named):
+            claims.setdefault(cards[position].id, []).append(pool.name)
     return claims
 
 

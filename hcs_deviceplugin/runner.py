@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hcs_deviceplugin import __version__
 from hcs_deviceplugin.backend import (
@@ -24,9 +24,6 @@ from hcs_deviceplugin.backend import (
     load_backends,
 )
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
-from hcs_deviceplugin.dra.claims import ApiClaimSource
-from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
-from hcs_deviceplugin.dra.slices import SliceApi
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
@@ -37,6 +34,9 @@ from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.errors import ConfigError
 from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.dra.frontend import DraSetup
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +251,10 @@ class Runner:
             return None
         if self._api_client is None or settings.state_dir is None:
             raise StartError("--dra-driver needs the Kubernetes API and --state-dir")
+        from hcs_deviceplugin.dra.claims import ApiClaimSource
+        from hcs_deviceplugin.dra.frontend import DraConfig, DraSetup
+        from hcs_deviceplugin.dra.slices import SliceApi
+
         return DraSetup(
             DraConfig(
                 settings.dra_driver, settings.state_dir, settings.dra_plugins_dir, settings.dra_registry_dir

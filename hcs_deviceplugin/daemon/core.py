@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import Backend, close_backend, configure_sharing, sharing_modes
@@ -44,8 +45,6 @@ from hcs_deviceplugin.daemon.types import (
     PoolSourceFactory,
     PoolView,
 )
-from hcs_deviceplugin.dra.devices import DraDevice
-from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
 from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
@@ -73,6 +72,10 @@ from hcs_deviceplugin.reconciler import (
     sharing_requests,
 )
 from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.dra.devices import DraDevice
+    from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
 
 log = logging.getLogger(__name__)
 
@@ -142,18 +145,19 @@ class Daemon:
             if config.cdi_dir is not None
             else None
         )
-        self.dra = (
-            DraFrontEnd(
+        self.dra: DraFrontEnd | None = None
+        """The DRA front end (``api: dra`` pools), when the daemon runs one."""
+        if dra is not None:
+            # Imported here: a daemon without DRA (most) never loads the DRA gRPC servers and protos.
+            from hcs_deviceplugin.dra.frontend import DraFrontEnd
+
+            self.dra = DraFrontEnd(
                 dra,
                 config.node_name,
                 self._cdi_kinds,
                 self._dra_cdi_ready,
                 lambda: self._post(Recompute("DRA claims prepared or released")),
             )
-            if dra is not None
-            else None
-        )
-        """The DRA front end (``api: dra`` pools), when the daemon runs one."""
         self.applier = ServerApplier(
             self._new_server,
             self._holds,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, PoolApi, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
 from hcs_deviceplugin.pools.delivery import DELIVERIES
-from hcs_deviceplugin.pools.document import Syntax, load_document
+from hcs_deviceplugin.pools.document import Syntax, collector_paused, load_document
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.fields import (
     MISSING,
@@ -537,4 +537,5 @@ def parse_native(text: str, source: str, syntax: Syntax = "yaml") -> list[Pool]:
     Raises :class:`ConfigErrors` with every problem found, each with the field path. Cards listed in
     two pools are not an error here (use :func:`~hcs_deviceplugin.pools.conflicts.find_conflicts`).
     """
-    return parse_native_data(load_document(text, source, syntax), source)
+    with collector_paused():  # the document and its pools are built, nothing is freed meanwhile
+        return parse_native_data(load_document(text, source, syntax), source)
