@@ -1,11 +1,13 @@
 """Allocator latency on large nodes and choice quality against the exhaustive optimum.
 
-Latency: ``Topology.preferred`` on a precomputed topology (what a pool does per request, in-process;
-``bench/api_bench.py`` measures the same over the socket). Nodes are NVLink islands of 8 GPUs made
-of PCIe switch pairs under host bridges, two islands per NUMA node (``tests/allocator/islands.py``).
-Cases, each 8 units per request: ``8 of 64 cards``, ``8 of 128 cards``, ``8 of 512 units (64 cards
-x 8 slices)``, ``8 of 512 units (8 cards x 64 slices)`` and ``8 of 512 cards``. Every sample holds a
-different random quarter of the node, so no two requests are alike. The floor is kubelet's own
+Latency: ``Topology.preferred`` on a precomputed topology (what a pool does per request), in-process
+and over the socket: a real PluginServer serving the node's units, GetPreferredAllocation against a
+no-op call (GetDevicePluginOptions) on the same socket, the two interleaved. Nodes are NVLink
+islands of 8 GPUs made of PCIe switch pairs under host bridges, two islands per NUMA node
+(``tests/allocator/islands.py``). Cases, each 8 units per request: ``8 of 64 cards``, ``8 of 128
+cards``, ``8 of 512 units (64 cards x 8 slices)``, ``8 of 512 units (8 cards x 64 slices)`` and
+``8 of 512 cards`` (the last in-process only). Every sample holds a different random quarter
+of the node, so no two requests are alike. The floor is kubelet's own
 order (the first ids offered), what the plugin answers when the allocator fails; the ratio is the
 median over it. ``cpu p99`` is the same request's thread CPU time: on a shared machine the wall
 clock p99 is mostly time spent waiting for a core, which this separates out.
@@ -23,15 +25,23 @@ island plus one across PCIe is a weakest-pair miss).
 from __future__ import annotations
 
 import random
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from itertools import combinations
+from pathlib import Path
+
+import grpc
 
 from bench.common import fmt, percentile
 from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation.select import CardRequest, Objective, greedy_baseline, improved
-from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix, Unit
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.model import Card, ContainerEdits, Link, LinkKind, LinkMatrix, Pool, Unit
+from hcs_deviceplugin.plugin.server import PluginServer
 from tests.allocator.islands import island_node, positions, reference
 
 LINK_CHOICES: tuple[tuple[Link, ...], ...] = (
@@ -71,6 +81,58 @@ def latency(name: str, cards: int, slices: int, samples: int, rng: random.Random
     return (
         f"allocator {name:<38} n={samples:>5}  median {fmt(median)}  p99 {fmt(percentile(times, 99))}"
         f"  (cpu p99 {fmt(percentile(cpu, 99))})  {median / statistics.median(floor):8.1f}x kubelet's order"
+    )
+
+
+def socket_latency(name: str, cards: int, slices: int, samples: int, rng: random.Random) -> str:
+    """The same request as :func:`latency`, asked of a real pool server over its unix socket."""
+    node = island_node(cards)
+    units = node.whole() if slices == 1 else node.replicas(slices)
+    ids = list(units)
+    pool = Pool("bench", "gpu.deckhouse.io/bench", slices_per_unit=slices)
+    root = Path(tempfile.mkdtemp(prefix="hcsa", dir="/tmp"))
+    server = PluginServer(
+        pool,
+        list(units.values()),
+        root,
+        lambda _pool, _units: ContainerEdits(),
+        topology=Topology.build(node.cards, node.links),
+    )
+    server.start()
+    try:
+        with grpc.insecure_channel(f"unix:{server.socket_path}") as channel:
+            stub = pb_grpc.DevicePluginStub(channel)
+            grpc.channel_ready_future(channel).result(timeout=10)
+
+            def ask(available: list[str]) -> pb.PreferredAllocationRequest:
+                return pb.PreferredAllocationRequest(
+                    container_requests=[
+                        pb.ContainerPreferredAllocationRequest(
+                            available_deviceIDs=available, allocation_size=8
+                        )
+                    ]
+                )
+
+            stub.GetPreferredAllocation(ask(ids), timeout=10)  # the first request builds the tables
+            times: list[float] = []
+            floor: list[float] = []
+            for _ in range(samples):
+                request = ask([u for u in ids if rng.random() >= 0.25])
+                started = time.perf_counter()
+                stub.GetDevicePluginOptions(pb.Empty(), timeout=10)
+                floor.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                answer = stub.GetPreferredAllocation(request, timeout=10)
+                times.append(time.perf_counter() - started)
+                assert len(answer.container_responses[0].deviceIDs) == 8
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    above = [t - f for t, f in zip(times, floor, strict=True)]
+    return (
+        f"allocator over the socket {name:<26} n={samples:>5}  median {fmt(statistics.median(times))}"
+        f"  p99 {fmt(percentile(times, 99))}  (above the no-op floor: median {fmt(statistics.median(above))}"
+        f", p99 {fmt(percentile(above, 99))})"
     )
 
 
@@ -165,6 +227,10 @@ def run(samples: int = 300, topologies: int = 1000, seed: int = 7) -> list[str]:
         latency("8 of 512 units (64 cards x 8 slices)", 64, 8, samples, rng),
         latency("8 of 512 units (8 cards x 64 slices)", 8, 64, samples, rng),
         latency("8 of 512 cards", 512, 1, max(20, samples // 5), rng),
+        socket_latency("8 of 64 cards", 64, 1, samples, rng),
+        socket_latency("8 of 128 cards", 128, 1, samples, rng),
+        socket_latency("8 of 512 units (64 x 8)", 64, 8, samples, rng),
+        socket_latency("8 of 512 units (8 x 64)", 8, 64, samples, rng),
         *quality(topologies, rng),
         *(island_quality(cards, trials, rng) for cards, trials in ((64, 1000), (96, 300), (128, 300))),
     ]
