@@ -76,8 +76,8 @@ class MemorySlices:
             self._cond.notify_all()
 
     def node_uid(self, node: str) -> str:
-        """No Node object in a simulation: slices without an owner reference."""
-        return ""
+        """The simulated node's uid, stable per name, so its slices name their Node as on a cluster."""
+        return str(uuid.uuid5(uuid.NAMESPACE_DNS, node))
 
     def devices(self) -> dict[str, JsonObject]:
         with self._cond:
