@@ -247,9 +247,18 @@ class MpsSupervisor:
         )
 
     def _tell(self, card_id: str, client: MpsClient, *commands: str) -> str:
+        """Send ``commands`` to the card's control daemon on stdin, as an operator would."""
+        return self._control_run(
+            card_id, client, [], "".join(f"{c}\n" for c in commands), ", ".join(commands)
+        )
+
+    def _control_run(
+        self, card_id: str, client: MpsClient, args: list[str], stdin: str | None, what: str
+    ) -> str:
+        """Run the control tool for one card; RuntimeError naming ``what`` when it fails."""
         result = subprocess.run(
-            [self._control()],
-            input="".join(f"{c}\n" for c in commands),
+            [self._control(), *args],
+            input=stdin,
             env=self._env(card_id, client),
             capture_output=True,
             text=True,
@@ -257,7 +266,7 @@ class MpsSupervisor:
             check=False,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"{', '.join(commands)}: {(result.stderr or result.stdout).strip()}")
+            raise RuntimeError(f"{what}: {(result.stderr or result.stdout).strip()}")
         return result.stdout
 
     def _daemon_alive(self, client: MpsClient) -> bool:
@@ -275,16 +284,7 @@ class MpsSupervisor:
             for folder in (pipe, pipe.parent / "log", self._local(client.shm_dir)):
                 folder.mkdir(parents=True, exist_ok=True)
             if not self._daemon_alive(client):
-                started = subprocess.run(
-                    [self._control(), "-d"],
-                    env=self._env(card_id, client),
-                    capture_output=True,
-                    text=True,
-                    timeout=COMMAND_TIMEOUT,
-                    check=False,
-                )
-                if started.returncode != 0:
-                    raise RuntimeError(f"-d: {(started.stderr or started.stdout).strip()}")
+                self._control_run(card_id, client, ["-d"], None, "-d")
             self._tell(
                 card_id,
                 client,
