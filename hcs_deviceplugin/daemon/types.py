@@ -6,14 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
-
-import grpc
+from typing import Protocol
 
 from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
 from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
 from hcs_deviceplugin.reconciler import HeldCard
+from hcs_deviceplugin.rpc.server import Interceptor
 
 
 class PoolSource(Protocol):
@@ -32,7 +31,8 @@ class DaemonObserver(Protocol):
     def reregistration(self, pool: str) -> None: ...
 
 
-InterceptorsFor = Callable[[str], Sequence["grpc.ServerInterceptor[Any, Any]"]]
+InterceptorsFor = Callable[[str], Sequence[Interceptor]]
+"""The interceptors for one pool's server, by pool name."""
 
 PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
 

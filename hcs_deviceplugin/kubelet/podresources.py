@@ -17,13 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
 from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
-from hcs_deviceplugin.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from hcs_deviceplugin.rpc.client import unary_call
+from hcs_deviceplugin.rpc.status import RpcError
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 LIST_DEADLINE_S = 5.0
+LIST_METHOD = "/v1.PodResourcesLister/List"
 
 
 class PodResourcesUnavailable(RuntimeError):
@@ -68,14 +68,15 @@ def list_allocations(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> tu
     """Ask kubelet's List for every device any container of any pod holds, with its holder."""
     if not socket_path.exists():
         raise PodResourcesUnavailable(f"{socket_path} does not exist")
-    with grpc.insecure_channel(f"unix:{socket_path}") as channel:
-        try:
-            response = pr_grpc.PodResourcesListerStub(channel).List(
-                pr.ListPodResourcesRequest(), timeout=deadline
-            )
-        except grpc.RpcError as exc:
-            code = exc.code() if isinstance(exc, grpc.Call) else None
-            raise PodResourcesUnavailable(f"pod-resources List failed: {code}: {exc}") from exc
+    try:
+        raw = unary_call(socket_path, LIST_METHOD, pr.ListPodResourcesRequest().SerializeToString(), deadline)
+        response = pr.ListPodResourcesResponse.FromString(raw)
+    except RpcError as exc:
+        raise PodResourcesUnavailable(f"pod-resources List failed: {exc}") from exc
+    except ValueError as exc:  # protobuf's DecodeError
+        raise PodResourcesUnavailable(
+            f"pod-resources List answered what is not a List response: {exc}"
+        ) from exc
     return allocations_of(response)
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from hcs_deviceplugin.kubelet.registration import FRESH_CONNECTION
 from hcs_deviceplugin.kubelet.watch import FileIdentity
 from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
+from hcs_deviceplugin.plugin.servicer import SERVICE
+from hcs_deviceplugin.rpc.client import unary_call
+from hcs_deviceplugin.rpc.status import RpcError
 
 
 def probe_pool(socket_path: Path, timeout: float) -> str | None:
@@ -24,11 +23,13 @@ def probe_pool(socket_path: Path, timeout: float) -> str | None:
     if not socket_path.exists():
         return f"socket {socket_path.name} is missing"
     try:
-        with grpc.insecure_channel(f"unix:{socket_path}", options=FRESH_CONNECTION) as channel:
-            pb_grpc.DevicePluginStub(channel).GetDevicePluginOptions(pb.Empty(), timeout=timeout)
-    except grpc.RpcError as exc:
-        code = exc.code() if isinstance(exc, grpc.Call) else None
-        return f"socket {socket_path.name} does not answer: {code}"
+        pb.DevicePluginOptions.FromString(
+            unary_call(socket_path, SERVICE + "GetDevicePluginOptions", b"", timeout)
+        )
+    except RpcError as exc:
+        return f"socket {socket_path.name} does not answer: {exc.code.name}"
+    except ValueError as exc:  # protobuf's DecodeError
+        return f"socket {socket_path.name} answers something else: {exc}"
     return None
 
 

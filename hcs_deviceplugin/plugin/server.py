@@ -20,15 +20,10 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import grpc
 
 from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubelet.registration import (
     KubeletSocketMissing,
     RegisterCall,
@@ -38,7 +33,6 @@ from hcs_deviceplugin.kubelet.registration import (
 from hcs_deviceplugin.kubelet.watch import FileIdentity, file_identity
 from hcs_deviceplugin.model import Pool, Unit
 from hcs_deviceplugin.plugin.servicer import (
-    MAX_STREAMS,
     AllocateListener,
     DevicePluginServicer,
     EditsFunction,
@@ -50,14 +44,10 @@ from hcs_deviceplugin.plugin.sockets import (
     socket_name_for,
 )
 from hcs_deviceplugin.plugin.state import PoolState
+from hcs_deviceplugin.rpc.server import Interceptor, RpcServer
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-UNARY_THREADS = 8
-"""Workers always left for Allocate, GetPreferredAllocation and options calls: every open
-ListAndWatch pins a worker, and the servicer keeps at most MAX_STREAMS of them."""
-SERVER_THREADS = UNARY_THREADS + MAX_STREAMS
 DRAIN_SECONDS = 1.0
 """How long a draining stop waits for the empty list to reach a stream."""
 DRAIN_GRACE_SECONDS = 0.2
@@ -114,7 +104,7 @@ class PluginServer:
         on_allocate: AllocateListener | None = None,
         on_status: Callable[[], None] | None = None,
         backoff: Backoff | None = None,
-        interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
+        interceptors: Sequence[Interceptor] = (),
         topology: Topology | None = None,
         on_registered: Callable[[int], None] | None = None,
     ) -> None:
@@ -141,7 +131,7 @@ class PluginServer:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._registered = threading.Event()
-        self._server: grpc.Server | None = None
+        self._server: RpcServer | None = None
         self._servicer: DevicePluginServicer | None = None
         self._status = RegistrationStatus.STARTING
         self._registrations = 0
@@ -345,18 +335,12 @@ class PluginServer:
         self._teardown()
         prepare_socket_path(self.socket_path)
         servicer = DevicePluginServicer(self.state, self._edits, self._on_allocate, lambda _n: self._notify())
-        server = grpc.server(
-            interceptors=list(self._interceptors),
-            thread_pool=ThreadPoolExecutor(
-                max_workers=SERVER_THREADS, thread_name_prefix=f"grpc-{self.socket_path.stem}"
-            ),
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
+        server = RpcServer(
+            self.socket_path,
+            servicer.methods(),
+            name=f"plugin-{self.socket_path.stem}",
+            interceptors=self._interceptors,
         )
-        pb_grpc.add_DevicePluginServicer_to_server(servicer, server)
-        server.add_insecure_port(f"unix:{self.socket_path}")
         server.start()
         if not socket_answers(self.socket_path, timeout=5.0):
             server.stop(0)
@@ -392,8 +376,7 @@ class PluginServer:
         if servicer is not None:
             servicer.close()
         if server is not None:
-            # stop(None) would block until gRPC's shutdown completes; stop(0) cuts calls without it.
-            stopped = server.stop(grace if grace is not None else 0)
+            stopped = server.stop(grace)
             if grace is not None:
                 stopped.wait(timeout=grace + 1.0)
             remove_socket(self.socket_path)

@@ -13,22 +13,22 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-import grpc
-
 from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocator import preferred_allocation
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.kubelet.registration import plugin_options
 from hcs_deviceplugin.model import ContainerEdits, Health, Pool, Unit
 from hcs_deviceplugin.plugin.convert import edits_to_response, list_and_watch_response
 from hcs_deviceplugin.plugin.state import PoolState, Snapshot
+from hcs_deviceplugin.rpc.server import CallContext, Method, ServerStream, Unary
+from hcs_deviceplugin.rpc.status import Code
 
 log = logging.getLogger(__name__)
 
 MAX_STREAMS = 4
-"""ListAndWatch streams one pool serves at once. Kubelet holds one; every open stream pins a server
-worker, so beyond this the oldest stream is ended for the newest, and workers stay for unary calls."""
+"""ListAndWatch streams one pool serves at once. Kubelet holds one; every open stream holds a thread,
+so beyond this the oldest stream is ended for the newest."""
+SERVICE = "/v1beta1.DevicePlugin/"
 
 EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
 AllocateListener = Callable[[str, Sequence[str]], "Callable[[], None] | None"]
@@ -74,16 +74,16 @@ class _Stream:
     """One open ListAndWatch: ``end()`` makes its loop return and cancels the call (a client that
     never reads may leave our thread blocked in a send; the cancel frees it)."""
 
-    def __init__(self, context: grpc.ServicerContext) -> None:
+    def __init__(self, context: CallContext) -> None:
         self.context = context
         self.ended = threading.Event()
 
     def end(self) -> None:
         self.ended.set()
-        self.context.cancel()  # type: ignore[no-untyped-call]
+        self.context.cancel()
 
 
-class DevicePluginServicer(pb_grpc.DevicePluginServicer):
+class DevicePluginServicer:
     """Serves one pool for the lifetime of one gRPC server instance.
 
     The pool's :class:`PoolState` outlives this object; ``close()`` ends this instance's streams
@@ -105,6 +105,20 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self._lock = threading.Lock()
         self._streams: list[_Stream] = []
 
+    def methods(self) -> dict[str, Method]:
+        """The ``v1beta1.DevicePlugin`` service, for the RPC server."""
+        return {
+            SERVICE + "GetDevicePluginOptions": Unary(pb.Empty.FromString, self.GetDevicePluginOptions),
+            SERVICE + "ListAndWatch": ServerStream(pb.Empty.FromString, self.ListAndWatch),
+            SERVICE + "Allocate": Unary(pb.AllocateRequest.FromString, self.Allocate),
+            SERVICE + "GetPreferredAllocation": Unary(
+                pb.PreferredAllocationRequest.FromString, self.GetPreferredAllocation
+            ),
+            SERVICE + "PreStartContainer": Unary(
+                pb.PreStartContainerRequest.FromString, self.PreStartContainer
+            ),
+        }
+
     def close(self) -> None:
         self._closed.set()
         self._state.wake_all()
@@ -114,7 +128,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         with self._lock:
             return len(self._streams)
 
-    def _open_stream(self, context: grpc.ServicerContext) -> _Stream:
+    def _open_stream(self, context: CallContext) -> _Stream:
         """Register a new stream, ending the oldest ones beyond :data:`MAX_STREAMS` (newest wins)."""
         stream = _Stream(context)
         with self._lock:
@@ -144,14 +158,10 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     def _pool(self) -> str:
         return self._state.snapshot.pool.name
 
-    def GetDevicePluginOptions(
-        self, request: pb.Empty, context: grpc.ServicerContext
-    ) -> pb.DevicePluginOptions:
+    def GetDevicePluginOptions(self, request: pb.Empty, context: CallContext) -> pb.DevicePluginOptions:
         return plugin_options()
 
-    def ListAndWatch(
-        self, request: pb.Empty, context: grpc.ServicerContext
-    ) -> Iterator[pb.ListAndWatchResponse]:
+    def ListAndWatch(self, request: pb.Empty, context: CallContext) -> Iterator[pb.ListAndWatchResponse]:
         context.add_callback(self._state.wake_all)
         stream = self._open_stream(context)
         try:
@@ -172,7 +182,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         finally:
             self._close_stream(stream)
 
-    def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+    def Allocate(self, request: pb.AllocateRequest, context: CallContext) -> pb.AllocateResponse:
         snapshot = self._state.snapshot
         containers = [tuple(container.devices_ids) for container in request.container_requests]
         key = tuple(containers)
@@ -197,11 +207,11 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 for release in undo:
                     release()
                 log.warning("Allocate rejected: %s (withdrawn while allocating)", exc)
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
+                context.abort(Code.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
         return answer
 
     def _answer(
-        self, snapshot: Snapshot, containers: Sequence[Sequence[str]], context: grpc.ServicerContext
+        self, snapshot: Snapshot, containers: Sequence[Sequence[str]], context: CallContext
     ) -> pb.AllocateResponse:
         """The answer for ids this snapshot has not been asked for yet; a bad id aborts the call."""
         responses = []
@@ -211,7 +221,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 responses.append(edits_to_response(self._container_edits(snapshot, units)))
         except AllocationRejected as exc:
             log.warning("Allocate rejected: %s", exc)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            context.abort(Code.INVALID_ARGUMENT, str(exc))
         return pb.AllocateResponse(container_responses=responses)
 
     def _container_edits(self, snapshot: Snapshot, units: list[Unit]) -> ContainerEdits:
@@ -223,7 +233,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
             raise AllocationRejected(f"pool {snapshot.pool.name}: {exc}") from exc
 
     def GetPreferredAllocation(
-        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
+        self, request: pb.PreferredAllocationRequest, context: CallContext
     ) -> pb.PreferredAllocationResponse:
         snapshot = self._state.snapshot
         by_id = {u.id: u for u in snapshot.units}
@@ -261,6 +271,6 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
             return chosen
 
     def PreStartContainer(
-        self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
+        self, request: pb.PreStartContainerRequest, context: CallContext
     ) -> pb.PreStartContainerResponse:
         return pb.PreStartContainerResponse()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -18,6 +17,7 @@ from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.plugin.servicer import DevicePluginServicer
 from hcs_deviceplugin.plugin.state import PoolState
+from hcs_deviceplugin.rpc.server import RpcServer
 from tests.observability.conftest import scrape, value
 
 UNITS = (
@@ -36,10 +36,9 @@ def plugin() -> Iterator[tuple[pb_grpc.DevicePluginStub, Metrics]]:
     """The pool's servicer on a unix socket, served with the interceptor as PluginServer would."""
     root = Path(tempfile.mkdtemp(prefix="hcs", dir="/tmp"))
     metrics = Metrics(process_metrics=False)
-    server = grpc.server(ThreadPoolExecutor(max_workers=4), interceptors=[LatencyInterceptor(metrics, "a")])
     state = PoolState(Pool("a", "gpu.deckhouse.io/a"), UNITS)
-    pb_grpc.add_DevicePluginServicer_to_server(DevicePluginServicer(state, edits), server)
-    server.add_insecure_port(f"unix:{root / 'a.sock'}")
+    servicer = DevicePluginServicer(state, edits)
+    server = RpcServer(root / "a.sock", servicer.methods(), interceptors=[LatencyInterceptor(metrics, "a")])
     server.start()
     channel = grpc.insecure_channel(f"unix:{root / 'a.sock'}")
     try:

@@ -1,0 +1,570 @@
+"""A gRPC server on one unix socket: unary methods and server streams, over HTTP/2 with ``h2``.
+
+Threads, and why:
+- one accept thread per server;
+- one reader thread per connection. It parses frames and answers **unary calls inline**: a device
+  plugin's unary calls are in-memory lookups, so a hand-off to a worker pool would only add
+  latency (the whole point of Allocate's budget);
+- one thread per **server stream** (ListAndWatch), which blocks in its generator between messages.
+
+Sending never waits on the peer's flow-control window with a lock held, and the reader never waits
+at all: what does not fit in the window is queued per call and pumped out when a WINDOW_UPDATE
+arrives, so a reader answering a call cannot deadlock against the window it is the one to read. A
+stream's producer is held back once its queue passes :data:`STREAM_BACKLOG_BYTES` (a client that
+stops reading costs bounded memory), and cancelling a call never needs a lock a blocked send holds:
+it sets flags and wakes waiters, and the call's own thread resets the stream.
+
+A socket send blocked on a peer that stopped reading gives up after :data:`SEND_TIMEOUT_S` and the
+connection is dropped, so a stuck client cannot hold a thread (or the connection's lock) forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+
+from hcs_deviceplugin.rpc.status import Code, RpcError
+from hcs_deviceplugin.rpc.wire import (
+    CONTENT_TYPE,
+    MAX_MESSAGE_BYTES,
+    CompressedMessage,
+    MessageReader,
+    MessageTooLarge,
+    frame,
+    status_headers,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 64
+"""Connections one server keeps at once; kubelet holds one, probes come and go."""
+MAX_CONCURRENT_STREAMS = 100
+STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
+"""Bytes a server stream may have queued for a client that does not read before its producer waits."""
+RECEIVE_WINDOW = 1024 * 1024
+"""Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
+SEND_TIMEOUT_S = 10.0
+READ_CHUNK = 65536
+_RESPONSE_HEADERS = [(b":status", b"200"), (b"content-type", CONTENT_TYPE)]
+
+
+class Message(Protocol):
+    """What a response is to the server: something that serializes itself (a protobuf message)."""
+
+    def SerializeToString(self) -> bytes: ...
+
+
+class CallContext:
+    """What a handler sees of its call: whether it is still wanted, and how to end it with a status.
+
+    The method names match grpcio's ``ServicerContext`` where they overlap, so handlers read the
+    same on either server.
+    """
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self._cancelled = threading.Event()
+        self._callbacks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def is_active(self) -> bool:
+        return not self._cancelled.is_set()
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` when the call ends (answered, cancelled or cut); False if it has ended."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._callbacks.append(callback)
+            return True
+
+    def abort(self, code: Code, details: str) -> NoReturn:
+        """End the call with ``code`` and ``details`` (raises; the server sends the status)."""
+        raise RpcError(code, details)
+
+    def cancel(self) -> None:
+        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks."""
+        self._cancelled.set()
+        self._finish()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout: float) -> bool:
+        return self._cancelled.wait(timeout)
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("callback of %s failed", self.method)
+
+
+@dataclass(frozen=True)
+class Unary:
+    """A unary method: ``parse`` reads the request bytes, ``handle`` answers it."""
+
+    parse: Callable[[bytes], Any]
+    handle: Callable[[Any, CallContext], Message]
+
+
+@dataclass(frozen=True)
+class ServerStream:
+    """A server-streaming method: ``handle`` yields the responses."""
+
+    parse: Callable[[bytes], Any]
+    handle: Callable[[Any, CallContext], Iterator[Message]]
+
+
+Method = Unary | ServerStream
+UnaryHandler = Callable[[Any, CallContext], Message]
+Interceptor = Callable[[str, UnaryHandler], UnaryHandler]
+"""Given a method's name and unary handler, the handler to serve instead (a latency observer wraps
+it, others return it as it is); asked once per method when a server is built, not per call."""
+
+
+class _Call:
+    """One HTTP/2 stream: its request as it arrives, and what is queued to go out."""
+
+    def __init__(self, stream_id: int, method_name: str, method: Method | None) -> None:
+        self.stream_id = stream_id
+        self.method = method
+        self.context = CallContext(method_name)
+        self.reader = MessageReader(MAX_MESSAGE_BYTES)
+        self.requests: list[bytes] = []
+        self.outbound: deque[bytes] = deque()
+        self.queued = 0
+        self.headers_sent = False
+        self.trailers: list[tuple[bytes, bytes]] | None = None
+        self.drained = threading.Event()
+        self.drained.set()
+        self.closed = False
+        self.error: tuple[Code, str] | None = None
+
+
+class _Connection:
+    """One client connection: its reader thread, the h2 state machine and the calls on it."""
+
+    def __init__(self, server: RpcServer, sock: socket.socket) -> None:
+        self._server = server
+        self._sock = sock
+        self._h2 = h2.connection.H2Connection(
+            config=h2.config.H2Configuration(client_side=False, header_encoding=None)
+        )
+        self._lock = threading.Lock()
+        self._calls: dict[int, _Call] = {}
+        self._closed = False
+        self.thread = threading.Thread(target=self._run, name=f"{server.name}-conn", daemon=True)
+
+    # -- reader ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            with self._lock:
+                self._h2.initiate_connection()
+                self._h2.update_settings(
+                    {
+                        h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+                        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
+                        h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
+                    }
+                )
+                self._h2.increment_flow_control_window(RECEIVE_WINDOW)
+                self._flush_locked()
+            while True:
+                data = self._sock.recv(READ_CHUNK)
+                if not data:
+                    return
+                ready = self._receive(data)
+                for call in ready:
+                    self._dispatch(call)
+        except (OSError, h2.exceptions.ProtocolError) as exc:
+            if not self._closed:
+                log.debug("%s: connection ended: %s", self._server.name, exc)
+        finally:
+            self.close()
+            self._server._forget(self)
+
+    def _receive(self, data: bytes) -> list[_Call]:
+        """Feed bytes to h2; the calls whose request is complete, to dispatch outside the lock."""
+        ready: list[_Call] = []
+        with self._lock:
+            try:
+                events = self._h2.receive_data(data)
+            except h2.exceptions.ProtocolError:
+                self._flush_locked()  # h2 queued the GOAWAY that says why
+                raise
+            pump = False
+            for event in events:
+                if isinstance(event, h2.events.RequestReceived):
+                    self._open_call_locked(event)
+                elif isinstance(event, h2.events.DataReceived):
+                    self._data_locked(event)
+                elif isinstance(event, h2.events.StreamEnded):
+                    call = self._calls.get(event.stream_id)
+                    if call is not None and not call.closed:
+                        self._request_complete_locked(call, ready)
+                elif isinstance(event, h2.events.StreamReset):
+                    call = self._calls.pop(event.stream_id, None)
+                    if call is not None:
+                        call.closed = True
+                        call.context.cancel()
+                        call.drained.set()
+                elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+                    pump = True
+                elif isinstance(event, h2.events.ConnectionTerminated):
+                    self._closed = True
+            if pump:
+                self._pump_locked()
+            self._flush_locked()
+        if self._closed:
+            raise OSError(errno.ECONNRESET, "peer sent GOAWAY")
+        return ready
+
+    def _open_call_locked(self, event: h2.events.RequestReceived) -> None:
+        headers = dict(event.headers or ())
+        name = headers.get(b":path", b"").decode("utf-8", "replace")
+        call = _Call(event.stream_id, name, self._server.methods.get(name))
+        self._calls[event.stream_id] = call
+        content_type = headers.get(b"content-type", b"")
+        if headers.get(b":method") != b"POST" or not content_type.startswith(CONTENT_TYPE):
+            call.error = (Code.INTERNAL, f"not a gRPC request (content-type {content_type!r})")
+        elif headers.get(b"grpc-encoding", b"identity") != b"identity":
+            call.error = (Code.UNIMPLEMENTED, "compression is not supported")
+        elif call.method is None:
+            call.error = (Code.UNIMPLEMENTED, f"Method not found: {name}")
+        if event.stream_ended is not None:
+            self._request_complete_locked(call, [])
+
+    def _data_locked(self, event: h2.events.DataReceived) -> None:
+        self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        call = self._calls.get(event.stream_id)
+        if call is None or call.closed or call.error is not None or not event.data:
+            return
+        try:
+            call.requests.extend(call.reader.feed(event.data))
+        except MessageTooLarge as exc:
+            self._refuse_locked(call, Code.RESOURCE_EXHAUSTED, str(exc))
+        except CompressedMessage as exc:
+            self._refuse_locked(call, Code.UNIMPLEMENTED, str(exc))
+
+    def _request_complete_locked(self, call: _Call, ready: list[_Call]) -> None:
+        if call.error is not None:
+            self._refuse_locked(call, *call.error)
+        elif len(call.requests) != 1 or call.reader.partial:
+            self._refuse_locked(
+                call, Code.INTERNAL, f"expected one request message, got {len(call.requests)}"
+            )
+        else:
+            ready.append(call)
+
+    def _refuse_locked(self, call: _Call, code: Code, details: str) -> None:
+        """Answer with a status only (a "trailers-only" response) and forget the call."""
+        if call.closed:
+            return
+        call.closed = True
+        self._calls.pop(call.stream_id, None)
+        with contextlib.suppress(h2.exceptions.ProtocolError):
+            self._h2.send_headers(
+                call.stream_id, _RESPONSE_HEADERS + status_headers(code, details), end_stream=True
+            )
+        call.context._finish()
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def _dispatch(self, call: _Call) -> None:
+        method = call.method
+        try:
+            request = method.parse(call.requests[0]) if method is not None else None
+        except Exception as exc:
+            self._finish(call, None, Code.INTERNAL, f"could not parse the request: {exc}")
+            return
+        if isinstance(method, Unary):
+            self._answer_unary(call, method, request)
+        elif isinstance(method, ServerStream):
+            thread = threading.Thread(
+                target=self._run_stream,
+                args=(call, method, request),
+                name=f"{self._server.name}-stream",
+                daemon=True,
+            )
+            thread.start()
+
+    def _answer_unary(self, call: _Call, method: Unary, request: Any) -> None:
+        try:
+            response = self._server.unary_handler(call.context.method, method)(request, call.context)
+            payload = frame(response.SerializeToString())
+        except RpcError as exc:
+            self._finish(call, None, exc.code, exc.details)
+        except Exception as exc:
+            log.exception("%s: %s failed", self._server.name, call.context.method)
+            self._finish(call, None, Code.UNKNOWN, f"Exception calling application: {exc}")
+        else:
+            self._finish(call, payload, Code.OK, "")
+
+    def _run_stream(self, call: _Call, method: ServerStream, request: Any) -> None:
+        code, details = Code.OK, ""
+        try:
+            for response in method.handle(request, call.context):
+                if call.context.cancelled:
+                    break
+                self._send_message(call, frame(response.SerializeToString()))
+        except RpcError as exc:
+            code, details = exc.code, exc.details
+        except Exception as exc:
+            log.exception("%s: %s failed", self._server.name, call.context.method)
+            code, details = Code.UNKNOWN, f"Exception calling application: {exc}"
+        if call.context.cancelled:
+            self._reset(call)
+        else:
+            self._finish(call, None, code, details)
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def _send_message(self, call: _Call, payload: bytes) -> None:
+        """Queue one message of a stream; waits (without a lock) while its backlog is too large."""
+        while not call.context.cancelled and not call.closed:
+            with self._lock:
+                if call.queued < STREAM_BACKLOG_BYTES:
+                    self._start_response_locked(call)
+                    call.outbound.append(payload)
+                    call.queued += len(payload)
+                    self._pump_locked()
+                    self._flush_locked()
+                    return
+                call.drained.clear()
+            call.drained.wait(1.0)
+
+    def _finish(self, call: _Call, payload: bytes | None, code: Code, details: str) -> None:
+        """Queue the last message (if any) and the status; sent as the window allows."""
+        with self._lock:
+            if call.closed or self._closed:
+                call.context._finish()
+                return
+            if payload is None and not call.headers_sent and not call.outbound:
+                self._refuse_locked(call, code, details)
+            else:
+                self._start_response_locked(call)
+                if payload is not None:
+                    call.outbound.append(payload)
+                    call.queued += len(payload)
+                call.trailers = status_headers(code, details)
+                self._pump_locked()
+            self._flush_locked()
+
+    def _reset(self, call: _Call) -> None:
+        """Cancel a call on the wire (RST_STREAM CANCEL)."""
+        with self._lock:
+            if not call.closed:
+                call.closed = True
+                self._calls.pop(call.stream_id, None)
+                with contextlib.suppress(h2.exceptions.ProtocolError):
+                    self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.CANCEL)
+                self._flush_locked()
+        call.context._finish()
+
+    def _start_response_locked(self, call: _Call) -> None:
+        if not call.headers_sent:
+            self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
+            call.headers_sent = True
+
+    def _pump_locked(self) -> None:
+        """Send what the windows allow, call by call, and the trailers of calls with nothing left."""
+        for call in list(self._calls.values()):
+            if call.closed:
+                continue
+            try:
+                self._pump_call_locked(call)
+            except h2.exceptions.ProtocolError as exc:  # the stream closed under us
+                log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
+                call.closed = True
+                self._calls.pop(call.stream_id, None)
+                call.drained.set()
+                call.context.cancel()
+
+    def _pump_call_locked(self, call: _Call) -> None:
+        while call.outbound:
+            window = min(self._h2.local_flow_control_window(call.stream_id), self._h2.max_outbound_frame_size)
+            if window <= 0:
+                return
+            chunk = call.outbound[0]
+            if len(chunk) > window:
+                call.outbound[0] = chunk[window:]
+                chunk = chunk[:window]
+            else:
+                call.outbound.popleft()
+            self._h2.send_data(call.stream_id, chunk)
+            call.queued -= len(chunk)
+        call.drained.set()
+        if call.trailers is not None:
+            self._h2.send_headers(call.stream_id, call.trailers, end_stream=True)
+            call.closed = True
+            self._calls.pop(call.stream_id, None)
+            call.context._finish()
+
+    def _flush_locked(self) -> None:
+        data = self._h2.data_to_send()
+        if data and not self._closed:
+            try:
+                self._sock.sendall(data)
+            except OSError:
+                self._closed = True
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def goaway(self) -> None:
+        """Tell the client no new calls will be taken here (calls in flight go on)."""
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(h2.exceptions.ProtocolError):
+                    self._h2.close_connection()
+                self._flush_locked()
+
+    def busy(self) -> bool:
+        """A unary call is being answered or has output still queued."""
+        with self._lock:
+            return any(isinstance(c.method, Unary) for c in self._calls.values())
+
+    def close(self) -> None:
+        """Cut the connection: every call on it is cancelled and the reader thread ends."""
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        calls = list(self._calls.values())
+        for call in calls:
+            call.closed = True
+            call.context.cancel()
+            call.drained.set()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+class RpcServer:
+    """Serves ``methods`` (``/package.Service/Method`` → method) on the unix socket ``path``.
+
+    ``interceptors`` wrap each unary handler once, in order; ``name`` names threads and logs.
+    The caller prepares the socket path (nothing may be there) and removes it after :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        methods: Mapping[str, Method],
+        name: str = "rpc",
+        interceptors: Sequence[Interceptor] = (),
+    ) -> None:
+        self.path = path
+        self.methods = dict(methods)
+        self.name = name
+        self._handlers: dict[str, UnaryHandler] = {}
+        for method_name, method in self.methods.items():
+            if isinstance(method, Unary):
+                handler = method.handle
+                for intercept in interceptors:
+                    handler = intercept(method_name, handler)
+                self._handlers[method_name] = handler
+        self._listener: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._connections: set[_Connection] = set()
+        self._stopped = threading.Event()
+        self._all_closed = threading.Event()
+        self._accept_thread: threading.Thread | None = None
+
+    def unary_handler(self, method_name: str, method: Unary) -> UnaryHandler:
+        """``method``'s handler as wrapped when the server was built."""
+        return self._handlers.get(method_name, method.handle)
+
+    def start(self) -> None:
+        """Bind and listen (errors propagate: the caller's rebuild retries), then accept in a thread."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(os.fspath(self.path))
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._accept_thread = threading.Thread(target=self._accept, name=f"{self.name}-accept", daemon=True)
+        self._accept_thread.start()
+
+    def _accept(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        while not self._stopped.is_set():
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                if self._stopped.is_set():
+                    return
+                continue
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT_S), 0))
+            with self._lock:
+                if self._stopped.is_set() or len(self._connections) >= MAX_CONNECTIONS:
+                    sock.close()
+                    if not self._stopped.is_set():
+                        log.warning("%s: %d connections open; refusing another", self.name, MAX_CONNECTIONS)
+                    continue
+                connection = _Connection(self, sock)
+                self._connections.add(connection)
+                self._all_closed.clear()
+            connection.thread.start()
+
+    def _forget(self, connection: _Connection) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+            if not self._connections:
+                self._all_closed.set()
+
+    def stop(self, grace: float | None = None) -> threading.Event:
+        """Stop taking connections; with ``grace``, let unary calls in flight finish for that long.
+
+        Streams are cut at once either way (their owner ends them first when it wants a clean
+        end). Returns an event set once every connection is closed.
+        """
+        self._stopped.set()
+        listener = self._listener
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        with self._lock:
+            connections = list(self._connections)
+            if not connections:
+                self._all_closed.set()
+        for connection in connections:
+            connection.goaway()
+        if grace:
+            deadline = time.monotonic() + grace
+            while any(c.busy() for c in connections) and time.monotonic() < deadline:
+                self._all_closed.wait(0.01)
+        for connection in connections:
+            connection.close()
+        return self._all_closed

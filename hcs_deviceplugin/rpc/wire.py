@@ -1,0 +1,102 @@
+"""The gRPC-over-HTTP/2 encoding of messages and statuses (the "PROTOCOL-HTTP2" document of gRPC).
+
+Every message travels as a 5-byte prefix (a compressed flag, then the length, big-endian) and its
+bytes, and may be split across DATA frames in any way; a status travels in trailers as
+``grpc-status`` and a percent-encoded ``grpc-message``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+from hcs_deviceplugin.rpc.status import Code
+
+PREFIX_BYTES = 5
+CONTENT_TYPE = b"application/grpc"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""Largest message either side accepts, as the plugin server's grpcio options said before."""
+
+# RFC 3986 unreserved plus the printable characters the gRPC spec leaves as they are (all of
+# 0x20-0x7E except '%'), so messages stay readable on the wire.
+_KEEP = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def frame(message: bytes) -> bytes:
+    """``message`` with its uncompressed-message prefix."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+class MessageTooLarge(ValueError):
+    """A peer announced a message over the limit."""
+
+
+class CompressedMessage(ValueError):
+    """A peer sent a compressed message, which this end never offers to accept."""
+
+
+class MessageReader:
+    """Reassembles length-prefixed messages from DATA chunks as they arrive."""
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self._buffer = bytearray()
+        self._limit = limit
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add a chunk; the messages it completed, in order."""
+        self._buffer += chunk
+        messages: list[bytes] = []
+        while len(self._buffer) >= PREFIX_BYTES:
+            if self._buffer[0] != 0:
+                raise CompressedMessage("compressed gRPC message (no compression was negotiated)")
+            size = int.from_bytes(self._buffer[1:PREFIX_BYTES], "big")
+            if size > self._limit:
+                raise MessageTooLarge(f"message of {size} bytes is over the {self._limit}-byte limit")
+            end = PREFIX_BYTES + size
+            if len(self._buffer) < end:
+                break
+            messages.append(bytes(self._buffer[PREFIX_BYTES:end]))
+            del self._buffer[:end]
+        return messages
+
+    @property
+    def partial(self) -> bool:
+        """Bytes of an unfinished message are waiting (a stream that ends here was cut short)."""
+        return bool(self._buffer)
+
+
+def encode_message(details: str) -> bytes:
+    """``grpc-message``: the details percent-encoded as UTF-8."""
+    return quote(details, safe=_KEEP, encoding="utf-8").encode("ascii")
+
+
+def decode_message(raw: bytes) -> str:
+    """The details of a ``grpc-message`` (a malformed escape is kept as it came)."""
+    return unquote(raw.decode("ascii", "replace"), encoding="utf-8", errors="replace")
+
+
+def status_headers(code: Code, details: str) -> list[tuple[bytes, bytes]]:
+    """The trailer fields of a status."""
+    fields = [(b"grpc-status", str(int(code)).encode("ascii"))]
+    if details:
+        fields.append((b"grpc-message", encode_message(details)))
+    return fields
+
+
+def status_of(headers: dict[bytes, bytes]) -> tuple[Code, str] | None:
+    """The status in a header or trailer block, or None if it has none."""
+    raw = headers.get(b"grpc-status")
+    if raw is None:
+        return None
+    try:
+        code = Code.of(int(raw))
+    except ValueError:
+        return Code.UNKNOWN, f"malformed grpc-status {raw!r}"
+    return code, decode_message(headers.get(b"grpc-message", b""))
+
+
+def timeout_header(seconds: float) -> bytes:
+    """``grpc-timeout`` for ``seconds`` (at most 8 digits, in the coarsest unit that still fits)."""
+    millis = max(int(seconds * 1000), 1)
+    if millis < 100_000_000:
+        return f"{millis}m".encode("ascii")
+    return f"{min(int(seconds), 99_999_999)}S".encode("ascii")
