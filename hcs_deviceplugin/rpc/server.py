@@ -72,6 +72,11 @@ class Message(Protocol):
     def SerializeToString(self) -> bytes: ...
 
 
+_CALLBACKS = threading.Lock()
+"""Guards every context's callbacks and cancel event: both are rare (a stream's), so one lock for all
+keeps a unary call from creating any synchronisation object of its own."""
+
+
 class CallContext:
     """What a handler sees of its call: whether it is still wanted, and how to end it with a status.
 
@@ -79,21 +84,25 @@ class CallContext:
     same on either server.
     """
 
+    __slots__ = ("_callbacks", "_cancelled", "_event", "_finished", "method")
+
     def __init__(self, method: str) -> None:
         self.method = method
-        self._cancelled = threading.Event()
-        self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
+        self._cancelled = False
+        self._callbacks: list[Callable[[], None]] | None = None
         self._finished = False
+        self._event: threading.Event | None = None
 
     def is_active(self) -> bool:
-        return not self._cancelled.is_set()
+        return not self._cancelled
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
         """Run ``callback`` when the call ends (answered, cancelled or cut); False if it has ended."""
-        with self._lock:
+        with _CALLBACKS:
             if self._finished:
                 return False
+            if self._callbacks is None:
+                self._callbacks = []
             self._callbacks.append(callback)
             return True
 
@@ -103,22 +112,33 @@ class CallContext:
 
     def cancel(self) -> None:
         """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks."""
-        self._cancelled.set()
+        with _CALLBACKS:
+            self._cancelled = True
+            event = self._event
+        if event is not None:
+            event.set()
         self._finish()
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def wait_cancelled(self, timeout: float) -> bool:
-        return self._cancelled.wait(timeout)
+        """Wait up to ``timeout`` seconds for the call to be cancelled; whether it was."""
+        with _CALLBACKS:
+            if self._cancelled:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def _finish(self) -> None:
-        with self._lock:
+        with _CALLBACKS:
             if self._finished:
                 return
             self._finished = True
-            callbacks, self._callbacks = self._callbacks, []
+            callbacks, self._callbacks = self._callbacks or [], None
         for callback in callbacks:
             try:
                 callback()
@@ -149,6 +169,39 @@ Interceptor = Callable[[str, UnaryHandler], UnaryHandler]
 it, others return it as it is); asked once per method when a server is built, not per call."""
 
 
+class _Flag:
+    """An event a stream's producer waits on, created only once something waits: a unary call,
+    whose queue never makes its producer wait, never builds one."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._event: threading.Event | None = None
+        self._set = True
+
+    def set(self) -> None:
+        with _CALLBACKS:
+            self._set = True
+            event = self._event
+        if event is not None:
+            event.set()
+
+    def clear(self) -> None:
+        with _CALLBACKS:
+            self._set = False
+            if self._event is not None:
+                self._event.clear()
+
+    def wait(self, timeout: float) -> bool:
+        with _CALLBACKS:
+            if self._set:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
+
+
 class _Call:
     """One HTTP/2 stream: its request as it arrives, and what is queued to go out."""
 
@@ -162,8 +215,7 @@ class _Call:
         self.queued = 0
         self.headers_sent = False
         self.trailers: list[tuple[bytes, bytes]] | None = None
-        self.drained = threading.Event()
-        self.drained.set()
+        self.drained = _Flag()
         self.closed = False
         self.error: tuple[Code, str] | None = None
 

@@ -1,6 +1,8 @@
 """What ``hcs-deviceplugin run`` loads before it knows it needs it: every module costs start-up CPU
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
-tool) and the Kubernetes client (only with an API source) stay out of a plain run's imports."""
+tool), the Kubernetes client (only with an API source) and grpcio (our pools are served by
+``hcs_deviceplugin.rpc``; grpcio only by DRA and the kubelet simulator) stay out of a plain run's
+imports."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import subprocess
 import sys
 
-NOT_AT_RUN = ("hcs_deviceplugin.dra", "jsonschema", "kubernetes")
+NOT_AT_RUN = ("hcs_deviceplugin.dra", "jsonschema", "kubernetes", "grpc", "hcs_deviceplugin.kubeletsim")
 
 PROBE = """
 import json, sys
