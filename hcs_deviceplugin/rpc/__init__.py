@@ -7,3 +7,9 @@ package speaks the same wire protocol with the ``h2`` state machine and plain th
 the reference: the kubelet simulator and the tests call our servers with grpcio's client and serve our
 client with grpcio's server.
 """
+
+import logging
+
+# hpack logs every header field it codes at DEBUG (about 25 lines per call): a daemon run with
+# --log-level debug would drown its own lines in them. Its warnings and errors still come through.
+logging.getLogger("hpack").setLevel(logging.INFO)
