@@ -161,6 +161,24 @@ class StreamResponse:
                 return
             yield data
 
+    def lines(self) -> Iterator[str]:
+        """The body's non-blank lines, stripped, as they arrive: a watch's events, one JSON object a
+        line. A line may span chunks or share one with others, and a chunk may end inside a UTF-8
+        character; a last line without its newline is still yielded when the body ends."""
+        buffer = bytearray()
+        for chunk in self.chunks():
+            start = len(buffer)
+            buffer.extend(chunk)
+            if buffer.find(b"\n", start) < 0:
+                continue
+            *complete, rest = buffer.split(b"\n")
+            for line in complete:
+                if text := line.decode("utf-8", errors="replace").strip():
+                    yield text
+            buffer = bytearray(rest)
+        if text := buffer.decode("utf-8", errors="replace").strip():
+            yield text
+
     def read(self) -> bytes:
         """The whole body."""
         try:

@@ -33,7 +33,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 from hcs_deviceplugin.kubeapi.client import ApiError, KubeClient, StreamResponse
 from hcs_deviceplugin.kubeapi.paths import path_of
@@ -122,20 +122,6 @@ def configmap_from_json(raw: object, default_namespace: str = "") -> tuple[Confi
         source=f"configmap {namespace}/{name}",
     )
     return value, _string(meta.get("uid"), "metadata.uid")
-
-
-def _lines(response: StreamResponse) -> Iterator[str]:
-    """The watch body split into lines as chunks arrive (an event may span chunks, or share one)."""
-    buffer = bytearray()
-    for chunk in response.chunks():
-        buffer.extend(chunk)
-        while (end := buffer.find(b"\n")) >= 0:
-            line = bytes(buffer[:end]).decode("utf-8", errors="replace").strip()
-            del buffer[: end + 1]
-            if line:
-                yield line
-    if buffer.strip():
-        yield bytes(buffer).decode("utf-8", errors="replace").strip()
 
 
 def _describe(exc: BaseException) -> str:
@@ -379,7 +365,7 @@ class ApiConfigMapSource:
         with self._lock:
             self._last_error = ""
         try:
-            for line in _lines(response):
+            for line in response.lines():
                 self._handle(line)
                 progressed = True
         finally:
