@@ -353,10 +353,34 @@ def test_a_silent_server_times_out_on_read() -> None:
         return Reply()
 
     with ScriptedServer() as server, KubeClient(ClusterConfig(server.url())) as client:
+        client.request("GET", "/version", timeout=TIMEOUT)  # kept alive: the next call sets its own
         server.script = slow
         try:
             with pytest.raises(TimeoutError):
                 client.request("GET", "/version", timeout=(5.0, 0.2))
+        finally:
+            release.set()
+
+
+def test_a_silent_watch_times_out_on_read() -> None:
+    """A half-open watch connection must end in the read timeout, not hang for TCP's hours."""
+    release = threading.Event()
+
+    def held(seen: Seen) -> Reply:
+        def body() -> Iterator[bytes]:
+            yield EVENTS[0] + b"\n"
+            release.wait(5)
+
+        return Reply(body=body())
+
+    with ScriptedServer() as server, KubeClient(ClusterConfig(server.url())) as client:
+        server.script = held
+        try:
+            with client.stream("/w", timeout=(5.0, 0.2)) as response:
+                lines = response.lines()
+                assert next(lines) == EVENTS[0].decode()
+                with pytest.raises(TimeoutError):
+                    next(lines)
         finally:
             release.set()
 
