@@ -1,7 +1,7 @@
 """DRA: what NodePrepareResources costs kubelet, and how fast a health change reaches the slice.
 
 Everything real: the DRA plugin on its unix socket, the DRA kubelet simulator calling it, the claim
-read through the kubernetes client from the fake apiserver, the checkpoint written with fsync, the
+read through the API client from the fake apiserver, the checkpoint written with fsync, the
 CDI names checked against the spec the publisher wrote.
 
 * **Prepare, one claim of one card**: a new claim each round (read, check, checkpoint, answer); the

@@ -37,6 +37,7 @@ from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 if TYPE_CHECKING:
     from hcs_deviceplugin.dra.frontend import DraSetup
+    from hcs_deviceplugin.kubeapi.client import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -107,30 +108,35 @@ class _HealthPoke:
         self.metrics.reregistration(pool)
 
 
-def kubernetes_client(api: ApiSettings) -> Any:
-    """An ApiClient from the in-cluster service account or a kubeconfig file.
+def kubernetes_client(api: ApiSettings) -> KubeClient:
+    """A client of the apiserver from the in-cluster service account or a kubeconfig file.
 
     :class:`StartError` when neither can be loaded: outside a pod there is no service account, and
     a kubeconfig is the operator's file, so anything its loader refuses is the operator's to fix.
     """
-    import kubernetes
+    from hcs_deviceplugin.kubeapi.client import KubeClient
+    from hcs_deviceplugin.kubeapi.config import (
+        KubeConfigError,
+        default_kubeconfig,
+        in_cluster_config,
+        load_kubeconfig,
+    )
 
     if api.in_cluster:
         try:
-            kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except kubernetes.config.ConfigException as exc:
+            return KubeClient(in_cluster_config())
+        except KubeConfigError as exc:
             reason = _one_line(exc)
             raise StartError(
                 f"--in-cluster: no service account to load ({reason}); outside a pod, give --kubeconfig"
             ) from None
-        return kubernetes.client.ApiClient()
     if api.kubeconfig is not None and not api.kubeconfig.is_file():
         problem = "not a file" if api.kubeconfig.exists() else "no such file"
         raise StartError(f"--kubeconfig {api.kubeconfig}: {problem}")
-    kubeconfig = str(api.kubeconfig) if api.kubeconfig else None
+    kubeconfig = api.kubeconfig or default_kubeconfig()
     try:
-        return kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # the loader raises ConfigException, YAML, OS and type errors alike
+        return KubeClient(load_kubeconfig(kubeconfig))
+    except KubeConfigError as exc:
         raise StartError(f"--kubeconfig {kubeconfig}: cannot load it: {_one_line(exc)}") from None
 
 
@@ -179,7 +185,7 @@ class Runner:
         self.stop_event = threading.Event()
         self._started = time.monotonic()
         watch_directory = read_pools_directory(settings)
-        self._api_client: Any = kubernetes_client(settings.api) if settings.api is not None else None
+        self._api_client = kubernetes_client(settings.api) if settings.api is not None else None
         self.metrics = Metrics(config_sources=("file", "api") if settings.api is not None else ("file",))
         observer = _HealthPoke(self.metrics)
         try:
@@ -229,7 +235,7 @@ class Runner:
             self._add_node_watch()
         if settings.node_labels:
             self.labeler = NodeLabeler(
-                self._api_client,
+                self._api(),
                 settings.node_name,
                 self.daemon.view,
                 interval=settings.node_labels_interval,
@@ -275,11 +281,16 @@ class Runner:
             delivered.set()
             self.aggregator.update("api", objects)
 
-        source = ApiConfigMapSource(self._api_client, api.namespace, api.label_selector, on_objects)
+        source = ApiConfigMapSource(self._api(), api.namespace, api.label_selector, on_objects)
         self._events = EventRecorder(
-            self._api_client, api.namespace, node_name=self.settings.node_name, uid_lookup=source.uid_of
+            self._api(), api.namespace, node_name=self.settings.node_name, uid_lookup=source.uid_of
         )
         self.daemon.add_source(lambda _on_change: source)
+
+    def _api(self) -> KubeClient:
+        """The client, for the parts that need ``settings.api`` (``__init__`` refuses them without)."""
+        assert self._api_client is not None, "settings.api is None"
+        return self._api_client
 
     def _node_context(self, watched: NodeContext | None) -> NodeContext:
         """The watched Node's labels (if any) with ``--node-config-label`` over them."""
@@ -296,7 +307,7 @@ class Runner:
         def on_node(node: NodeContext) -> None:
             self.aggregator.set_node(self._node_context(node))
 
-        watch = NodeLabelWatch(self._api_client, self.settings.node_name, on_node)
+        watch = NodeLabelWatch(self._api(), self.settings.node_name, on_node)
         self.daemon.add_source(lambda _on_change: watch)
 
     def _pools_changed(self, poolset: PoolSet, errors: list[ConfigError]) -> None:

@@ -8,10 +8,14 @@ can replace the plain GET later without touching the preparer.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hcs_deviceplugin.kubeapi.paths import path_of
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.kubeapi.client import KubeClient
 
 _REQUEST_TIMEOUT = (5.0, 10.0)
 
@@ -63,26 +67,21 @@ def allocated_devices(claim: Mapping[str, Any], uid: str, driver: str) -> tuple[
 
 
 class ApiClaimSource:
-    """GET ``resource.k8s.io/v1`` ResourceClaims through a ``kubernetes.client.ApiClient`` (raw JSON:
-    the client's models would be converted back to JSON by the only reader, :func:`allocated_devices`)."""
+    """GET ``resource.k8s.io/v1`` ResourceClaims as raw JSON, which :func:`allocated_devices` reads."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: KubeClient) -> None:
         self._client = api_client
 
     def read(self, namespace: str, name: str) -> Mapping[str, Any]:
-        import kubernetes.client
-        from kubernetes.client.exceptions import ApiException
+        from hcs_deviceplugin.kubeapi.client import ApiError
 
-        api: Any = kubernetes.client.ResourceV1Api(self._client)
+        path = path_of("apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaims", name)
         try:
-            response = api.read_namespaced_resource_claim(
-                name, namespace, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT
-            )
-        except ApiException as exc:
+            claim = self._client.request("GET", path, timeout=_REQUEST_TIMEOUT)
+        except ApiError as exc:
             if exc.status == 404:
                 raise ClaimError(f"resourceclaim {namespace}/{name} not found") from exc
             raise ClaimError(f"resourceclaim {namespace}/{name}: HTTP {exc.status} {exc.reason}") from exc
-        claim = json.loads(response.data)
         if not isinstance(claim, dict):
             raise ClaimError(f"resourceclaim {namespace}/{name}: not a JSON object")
         return claim

@@ -11,18 +11,22 @@ It also reads the Node's uid then, for the slices' owner reference (no Node: no 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.dra.resourceslice import JsonObject, build_slices
+from hcs_deviceplugin.kubeapi.paths import path_of
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.kubeapi.client import KubeClient
 
 log = logging.getLogger(__name__)
 
 _REQUEST_TIMEOUT = (5.0, 10.0)
+_SLICES = path_of("apis", "resource.k8s.io", "v1", "resourceslices")
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
@@ -45,19 +49,17 @@ class SliceStore(Protocol):
 class SliceApi:
     """The four calls on ResourceSlices through the API, raw JSON in and out."""
 
-    def __init__(self, api_client: Any) -> None:
-        import kubernetes.client
-
-        self._api: Any = kubernetes.client.ResourceV1Api(api_client)
-        self._core: Any = kubernetes.client.CoreV1Api(api_client)
+    def __init__(self, api_client: KubeClient) -> None:
+        self._client = api_client
 
     def list_own(self, driver: str, node: str) -> list[JsonObject]:
-        response = self._api.list_resource_slice(
-            field_selector=f"spec.nodeName={node},spec.driver={driver}",
-            _preload_content=False,
-            _request_timeout=_REQUEST_TIMEOUT,
+        answer = self._client.request(
+            "GET",
+            _SLICES,
+            query={"fieldSelector": f"spec.nodeName={node},spec.driver={driver}"},
+            timeout=_REQUEST_TIMEOUT,
         )
-        items = json.loads(response.data).get("items") or []
+        items = (answer or {}).get("items") or []
         return [
             s
             for s in items
@@ -65,27 +67,31 @@ class SliceApi:
         ]
 
     def create(self, body: JsonObject) -> None:
-        self._api.create_resource_slice(body, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
+        self._client.request("POST", _SLICES, body=body, timeout=_REQUEST_TIMEOUT)
 
     def replace(self, body: JsonObject) -> None:
         name = body["metadata"]["name"]
-        self._api.replace_resource_slice(
-            name, body, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT
-        )
+        self._client.request("PUT", _slice(name), body=body, timeout=_REQUEST_TIMEOUT)
 
     def delete(self, name: str) -> None:
-        self._api.delete_resource_slice(name, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
+        self._client.request("DELETE", _slice(name), timeout=_REQUEST_TIMEOUT)
 
     def node_uid(self, node: str) -> str:
         try:
-            response = self._core.read_node(node, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT)
+            answer = self._client.request(
+                "GET", path_of("api", "v1", "nodes", node), timeout=_REQUEST_TIMEOUT
+            )
         except Exception as exc:
             # No such Node, or no right to read it (RBAC from before the owner reference): the
             # slices go out unowned rather than not at all. Anything else is retried.
             if _status(exc) in (403, 404):
                 return ""
             raise
-        return str(json.loads(response.data).get("metadata", {}).get("uid") or "")
+        return str((answer or {}).get("metadata", {}).get("uid") or "")
+
+
+def _slice(name: str) -> str:
+    return path_of("apis", "resource.k8s.io", "v1", "resourceslices", name)
 
 
 def _status(exc: BaseException) -> int | None:

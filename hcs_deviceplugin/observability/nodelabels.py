@@ -39,9 +39,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from hcs_deviceplugin.kubeapi.paths import path_of
 from hcs_deviceplugin.model import Card, Health
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.kubeapi.client import KubeClient
 
 __all__ = [
     "DEFAULT_GPU_TYPE_KEY",
@@ -137,34 +141,32 @@ class CardsView(Protocol):
 
 
 class _NodeApi:
-    """The two calls the labeler makes, typed; raises like the client (``ApiException`` and others).
+    """The two calls the labeler makes; raise like the client (:class:`ApiError`, ``OSError``)."""
 
-    The client library is imported here, not at module level: the CLI imports this module for its
-    label-key check, and ``hcs-deviceplugin --help`` should not pay for loading the client.
-    """
-
-    def __init__(self, api_client: Any) -> None:
-        import kubernetes.client
-
-        self._core: Any = kubernetes.client.CoreV1Api(api_client)
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
 
     def labels(self, name: str) -> dict[str, str]:
-        node = self._core.read_node(name, _request_timeout=_REQUEST_TIMEOUT)
-        return dict(node.metadata.labels or {})
+        node = self._client.request("GET", path_of("api", "v1", "nodes", name), timeout=_REQUEST_TIMEOUT)
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        if not isinstance(labels, dict):
+            raise ValueError(f"node {name}: metadata.labels is not an object")
+        return {str(k): str(v) for k, v in labels.items()}
 
     def patch_labels(self, name: str, labels: Mapping[str, str | None]) -> None:
-        self._core.patch_node(
-            name,
-            {"metadata": {"labels": dict(labels)}},
-            _content_type=_PATCH_TYPE,
-            _request_timeout=_REQUEST_TIMEOUT,
+        self._client.request(
+            "PATCH",
+            path_of("api", "v1", "nodes", name),
+            body={"metadata": {"labels": dict(labels)}},
+            content_type=_PATCH_TYPE,
+            timeout=_REQUEST_TIMEOUT,
         )
 
 
 class NodeLabeler:
     """Keeps ``node_name``'s labels in line with ``view_fn().cards``; ``start``, ``poke``, ``stop``.
 
-    ``api_client`` is a ``kubernetes.client.ApiClient`` (typed ``Any``, as the library is untyped).
+    ``api_client`` is the daemon's :class:`~hcs_deviceplugin.kubeapi.KubeClient`.
 
     ``label_prefix`` must be ``<DNS subdomain>/``, and ``gpu_type_key`` a valid label key: both are
     checked here, so a misconfiguration fails at start-up rather than as a 422 every round.
@@ -172,7 +174,7 @@ class NodeLabeler:
 
     def __init__(
         self,
-        api_client: Any,
+        api_client: KubeClient,
         node_name: str,
         view_fn: Callable[[], CardsView],
         interval: float = 30.0,

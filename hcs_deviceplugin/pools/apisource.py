@@ -19,11 +19,10 @@ rejected one call is corrected by the next; and it is not called when nothing it
 update of annotations only, a re-list that finds what we had), so a no-op never reaches the
 reconciler.
 
-The wire format is parsed here, not by ``kubernetes.watch.Watch``: that helper retries a 410 once by
-itself with a stale version unless a timeout is given, turns an unparsable line into a ``None`` event,
-and deserialises every object into models only to be converted again. With ``_preload_content=False``
-the generated client returns the urllib3 response, which we read line by line and can shut down from
-``stop()`` so a blocked read returns at once.
+The wire format is parsed here, from the raw body that :meth:`KubeClient.stream` hands over: the
+watch's JSON lines are split as chunks arrive (an event may span chunks, or share one), each object
+is read straight into a :class:`ConfigMapObject`, and ``stop()`` shuts the open response down so a
+blocked read returns at once.
 """
 
 from __future__ import annotations
@@ -34,14 +33,10 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
-import kubernetes.client
-import urllib3
-from kubernetes.client.exceptions import ApiException
-from urllib3.response import BaseHTTPResponse
-
+from hcs_deviceplugin.kubeapi.client import ApiError, KubeClient, StreamResponse
+from hcs_deviceplugin.kubeapi.paths import path_of
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 __all__ = ["ApiConfigMapSource", "configmap_from_json"]
@@ -129,86 +124,51 @@ def configmap_from_json(raw: object, default_namespace: str = "") -> tuple[Confi
     return value, _string(meta.get("uid"), "metadata.uid")
 
 
-def _lines(response: BaseHTTPResponse) -> Iterator[str]:
-    """The watch body split into lines as chunks arrive (an event may span chunks, or share one)."""
-    buffer = bytearray()
-    for chunk in response.stream(amt=None, decode_content=True):
-        buffer.extend(chunk)
-        while (end := buffer.find(b"\n")) >= 0:
-            line = bytes(buffer[:end]).decode("utf-8", errors="replace").strip()
-            del buffer[: end + 1]
-            if line:
-                yield line
-    if buffer.strip():
-        yield bytes(buffer).decode("utf-8", errors="replace").strip()
-
-
-def _status_code(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _describe(exc: BaseException) -> str:
-    """A one-line reason for logs and readiness: the API's Status message where there is one."""
-    if isinstance(exc, ApiException):
-        reason = getattr(exc, "reason", "") or ""
-        body = getattr(exc, "body", None)
-        message = ""
-        if isinstance(body, str | bytes):
-            try:
-                parsed = json.loads(body)
-                if isinstance(parsed, dict):
-                    message = str(parsed.get("message", ""))
-            except ValueError:
-                pass
-        return f"HTTP {_status_code(exc)} {reason}" + (f": {message}" if message else "")
+    """A one-line reason for logs and readiness: ``HTTP 410 Gone: <the API's Status message>``."""
+    if isinstance(exc, ApiError):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
 
 class _ConfigMapApi:
-    """The two calls this source makes, typed; the kubernetes package itself is untyped.
+    """The two calls this source makes: the list, and the watch from a resourceVersion.
 
     ``namespace`` None lists Nodes instead (cluster-scoped): the same list + watch serves the Node
     watch of :mod:`.nodewatch`, whose objects need only metadata.
     """
 
     def __init__(
-        self,
-        api_client: kubernetes.client.ApiClient,
-        namespace: str | None,
-        label_selector: str,
-        field_selector: str | None,
+        self, client: KubeClient, namespace: str | None, label_selector: str, field_selector: str | None
     ) -> None:
-        core: Any = kubernetes.client.CoreV1Api(api_client)
-        if namespace is None:
-            self._call: Any = core.list_node
-        else:
-            self._call = lambda **kw: core.list_namespaced_config_map(namespace, **kw)
+        self._client = client
+        self._path = (
+            path_of("api", "v1", "nodes")
+            if namespace is None
+            else (path_of("api", "v1", "namespaces", namespace, "configmaps"))
+        )
         self._selectors: dict[str, str] = {}
         if label_selector:
-            self._selectors["label_selector"] = label_selector
+            self._selectors["labelSelector"] = label_selector
         if field_selector:
-            self._selectors["field_selector"] = field_selector
+            self._selectors["fieldSelector"] = field_selector
 
-    def open_list(self) -> BaseHTTPResponse:
-        response: BaseHTTPResponse = self._call(
-            _preload_content=False,
-            _request_timeout=(_CONNECT_TIMEOUT, _LIST_READ_TIMEOUT),
-            **self._selectors,
+    def open_list(self) -> StreamResponse:
+        return self._client.stream(
+            self._path, query=self._selectors, timeout=(_CONNECT_TIMEOUT, _LIST_READ_TIMEOUT)
         )
-        return response
 
-    def open_watch(self, resource_version: str, timeout_seconds: int) -> BaseHTTPResponse:
-        response: BaseHTTPResponse = self._call(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout_seconds,
-            _preload_content=False,
-            _request_timeout=(_CONNECT_TIMEOUT, timeout_seconds + _WATCH_READ_SLACK),
+    def open_watch(self, resource_version: str, timeout_seconds: int) -> StreamResponse:
+        query = {
             **self._selectors,
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        return self._client.stream(
+            self._path, query=query, timeout=(_CONNECT_TIMEOUT, timeout_seconds + _WATCH_READ_SLACK)
         )
-        return response
 
 
 def _content(objects: Mapping[tuple[str, str], ConfigMapObject]) -> frozenset[object]:
@@ -234,7 +194,7 @@ class ApiConfigMapSource:
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        api_client: KubeClient,
         namespace: str,
         label_selector: str,
         on_objects: Callable[[list[ConfigMapObject]], None],
@@ -263,7 +223,7 @@ class ApiConfigMapSource:
         self._stopping = threading.Event()
         self._synced = threading.Event()
         self._thread: threading.Thread | None = None
-        self._response: BaseHTTPResponse | None = None  # the open list or watch, for stop()
+        self._response: StreamResponse | None = None  # the open list or watch, for stop()
         self._last_error = ""
         # Owned by the source thread (read under the lock by uid_of / resource_version):
         self._objects: dict[tuple[str, str], ConfigMapObject] = {}
@@ -352,7 +312,7 @@ class ApiConfigMapSource:
                 action = "list" if need_list else f"watch from resourceVersion {self.resource_version}"
                 message = f"{action}: {_describe(exc)}"
                 self._set_error(message)
-                if isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError, _BadStream)):
+                if isinstance(exc, (ApiError, OSError, _BadStream)):
                     _LOG.warning("%s: %s; retrying in %.2f s", self._what, message, delay)
                 else:
                     _LOG.exception(
@@ -366,7 +326,7 @@ class ApiConfigMapSource:
     def _list(self) -> None:
         response = self._open(self._api.open_list)
         try:
-            body = json.loads(response.read(decode_content=True))
+            body = json.loads(response.read())
         except ValueError as exc:
             raise _BadStream(f"list answer is not JSON ({exc})") from None
         finally:
@@ -397,15 +357,15 @@ class ApiConfigMapSource:
         started = time.monotonic()
         try:
             response = self._open(lambda: self._api.open_watch(self.resource_version, self._watch_timeout))
-        except ApiException as exc:
-            if _status_code(exc) == _HTTP_GONE:  # some paths (and proxies) answer 410 before the stream
+        except ApiError as exc:
+            if exc.status == _HTTP_GONE:  # some paths (and proxies) answer 410 before the stream
                 raise _Expired() from exc
             raise
         progressed = False
         with self._lock:
             self._last_error = ""
         try:
-            for line in _lines(response):
+            for line in response.lines():
                 self._handle(line)
                 progressed = True
         finally:
@@ -463,7 +423,7 @@ class ApiConfigMapSource:
 
     # --- helpers -----------------------------------------------------------------------------------
 
-    def _open(self, call: Callable[[], BaseHTTPResponse]) -> BaseHTTPResponse:
+    def _open(self, call: Callable[[], StreamResponse]) -> StreamResponse:
         """Make a request and publish its response for stop(); closes it at once if stop came first."""
         response = call()
         with self._lock:
@@ -475,22 +435,20 @@ class ApiConfigMapSource:
             raise _BadStream("stopped")
         return response
 
-    def _close(self, response: BaseHTTPResponse) -> None:
+    def _close(self, response: StreamResponse) -> None:
         with self._lock:
             if self._response is response:
                 self._response = None
         response.close()
-        response.release_conn()
 
     def _set_error(self, message: str) -> None:
         with self._lock:
             self._last_error = f"{self._what}: {message}"
 
 
-def _interrupt(response: BaseHTTPResponse) -> None:
+def _interrupt(response: StreamResponse) -> None:
     """Unblock a read in another thread: shut the socket down for reading (close() alone does not)."""
-    # The reader may be closing or releasing it at this very moment (ValueError, RuntimeError, or
-    # TypeError when the shutdown hook is cleared between urllib3's check and its call): then the
-    # reader is not blocked on it, which is all that matters here.
-    with contextlib.suppress(ValueError, RuntimeError, TypeError, OSError):
+    # The reader may be closing it at this very moment: then it is not blocked on it, which is all
+    # that matters here.
+    with contextlib.suppress(ValueError, OSError):
         response.shutdown()

@@ -31,11 +31,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-import kubernetes.client
-from kubernetes.client.exceptions import ApiException
-
+from hcs_deviceplugin.kubeapi.client import ApiError, KubeClient
+from hcs_deviceplugin.kubeapi.paths import path_of
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 __all__ = ["REASON_INVALID_POOL_CONFIG", "EventRecorder", "truncate_message"]
@@ -82,21 +80,22 @@ class _Sent:
 
 
 class _EventApi:
-    """The two calls the recorder makes, typed; raises ``ApiException`` like the client."""
+    """The two calls the recorder makes; raise :class:`ApiError` (or ``OSError``) like the client."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
-        self._core: Any = kubernetes.client.CoreV1Api(api_client)
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
 
     def create(self, namespace: str, body: dict[str, object]) -> None:
-        self._core.create_namespaced_event(namespace, body, _request_timeout=_REQUEST_TIMEOUT)
+        path = path_of("api", "v1", "namespaces", namespace, "events")
+        self._client.request("POST", path, body=body, timeout=_REQUEST_TIMEOUT)
 
     def patch(self, namespace: str, name: str, body: dict[str, object]) -> None:
-        self._core.patch_namespaced_event(
-            name,
-            namespace,
-            body,
-            _content_type="application/strategic-merge-patch+json",
-            _request_timeout=_REQUEST_TIMEOUT,
+        self._client.request(
+            "PATCH",
+            path_of("api", "v1", "namespaces", namespace, "events", name),
+            body=body,
+            content_type="application/strategic-merge-patch+json",
+            timeout=_REQUEST_TIMEOUT,
         )
 
 
@@ -110,7 +109,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        api_client: KubeClient,
         namespace: str,
         *,
         node_name: str,
@@ -207,8 +206,8 @@ class EventRecorder:
                 sent.count += 1
                 self._sent.move_to_end(key)
                 return
-            except ApiException as exc:
-                if getattr(exc, "status", None) != _HTTP_NOT_FOUND:
+            except ApiError as exc:
+                if exc.status != _HTTP_NOT_FOUND:
                     self._log_failure("update", report, exc)
                     return
                 del self._sent[key]  # expired meanwhile: create a new one

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from hcs_deviceplugin.kubeapi.client import KubeClient
 from hcs_deviceplugin.pools.apisource import ApiConfigMapSource
 from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
@@ -28,7 +29,7 @@ class NodeLabelWatch:
 
     def __init__(
         self,
-        api_client: Any,
+        api_client: KubeClient,
         node_name: str,
         on_node: Callable[[NodeContext], object],
         **source_options: Any,

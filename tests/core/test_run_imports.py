@@ -28,3 +28,27 @@ def test_a_plain_run_loads_no_dra_jsonschema_or_kubernetes() -> None:
     assert "hcs_deviceplugin.daemon.core" in loaded  # the probe did load the run path
     unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_AT_RUN)]
     assert unwanted == []
+
+
+API_PROBE = """
+import json, sys
+from hcs_deviceplugin import runner
+from hcs_deviceplugin.kubeapi import client, config
+from hcs_deviceplugin.pools import apisource, events, nodewatch
+from hcs_deviceplugin.dra import claims, slices
+print(json.dumps(sorted(sys.modules)))
+"""
+
+NOT_WITH_API = ("kubernetes", "urllib3", "requests", "oauthlib", "dateutil", "websocket")
+"""The API source, Events, node labels and DRA talk to the apiserver through the standard library
+(``hcs_deviceplugin.kubeapi``): none of the ``kubernetes`` package's stack is loaded for them."""
+
+
+def test_the_api_source_loads_no_third_party_http_stack() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", API_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(out.stdout)
+    assert "hcs_deviceplugin.kubeapi.client" in loaded
+    unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_WITH_API)]
+    assert unwanted == []

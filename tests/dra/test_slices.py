@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import kubernetes.client
 import pytest
 
 from hcs_deviceplugin.dra.devices import DraDevice, card_attributes, dra_device_name, partition_attributes
@@ -180,9 +179,10 @@ def test_fake_apiserver_slice_routes_without_a_validator() -> None:
 
 def test_the_slices_are_owned_by_the_node_so_they_go_with_it(rig: Rig) -> None:
     rig.api.put_node(NODE)
-    meta = kubernetes.client.CoreV1Api(rig.api.api_client()).read_node(NODE).metadata
-    assert meta is not None and meta.uid
-    node_uid = meta.uid
+    with rig.api.api_client() as client:
+        node = client.request("GET", f"/api/v1/nodes/{NODE}", timeout=(5.0, 5.0))
+    node_uid = node["metadata"]["uid"]
+    assert node_uid
     slices = SlicePublisher(SliceApi(rig.api.api_client()), DRIVER, NODE)
     slices.start()
     try:

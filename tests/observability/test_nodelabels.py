@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import kubernetes.client
 import pytest
 
 from hcs_deviceplugin import cli
+from hcs_deviceplugin.kubeapi.client import KubeClient
+from hcs_deviceplugin.kubeapi.config import ClusterConfig
 from hcs_deviceplugin.model import Card, Health, HealthEvent
 from hcs_deviceplugin.observability.nodelabels import (
     NodeLabeler,
@@ -173,11 +174,15 @@ def test_vendor_names_are_made_valid_key_names() -> None:
     assert all(len(key.removeprefix(P)) <= 63 for key in labels)
 
 
+UNUSED_CLIENT = KubeClient(ClusterConfig(server="http://127.0.0.1:1"))
+"""A client the checks at construction never get to use."""
+
+
 def test_a_bad_prefix_or_key_fails_at_construction() -> None:
     with pytest.raises(ValueError, match="prefix"):
-        NodeLabeler(None, NODE, Cards, label_prefix="hcs.deckhouse.io")
+        NodeLabeler(UNUSED_CLIENT, NODE, Cards, label_prefix="hcs.deckhouse.io")
     with pytest.raises(ValueError, match="label key"):
-        NodeLabeler(None, NODE, Cards, gpu_type_key="gpu type")
+        NodeLabeler(UNUSED_CLIENT, NODE, Cards, gpu_type_key="gpu type")
 
 
 # --- the labeler on the wire ---------------------------------------------------------------------------
@@ -197,7 +202,7 @@ def server() -> Iterator[FakeApiServer]:
 
 
 @pytest.fixture
-def api(server: FakeApiServer) -> Iterator[kubernetes.client.ApiClient]:
+def api(server: FakeApiServer) -> Iterator[KubeClient]:
     with server.api_client() as client:
         yield client
 
@@ -206,7 +211,7 @@ LabelerFactory = Callable[..., NodeLabeler]
 
 
 @pytest.fixture
-def make_labeler(api: kubernetes.client.ApiClient) -> Iterator[LabelerFactory]:
+def make_labeler(api: KubeClient) -> Iterator[LabelerFactory]:
     """``make(view, **kwargs)``: a started labeler for NODE; a long interval unless given, so rounds
     run only when a test pokes."""
     labelers: list[NodeLabeler] = []
@@ -359,7 +364,7 @@ def test_labels_removed_by_hand_come_back_at_resync(
 
 
 def test_a_failing_view_is_logged_and_the_labeler_goes_on(
-    server: FakeApiServer, api: kubernetes.client.ApiClient, caplog: pytest.LogCaptureFixture
+    server: FakeApiServer, api: KubeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.put_node(NODE, OTHERS)
     calls: list[int] = []
@@ -393,7 +398,7 @@ def test_stop_is_prompt(server: FakeApiServer, make_labeler: LabelerFactory) -> 
     labeler.stop()  # twice is harmless
 
 
-def test_stop_before_start_is_harmless(api: kubernetes.client.ApiClient) -> None:
+def test_stop_before_start_is_harmless(api: KubeClient) -> None:
     labeler = NodeLabeler(api, NODE, Cards)
     labeler.stop()
     assert not labeler.is_alive()

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import kubernetes.client
+from hcs_deviceplugin.kubeapi.client import KubeClient
+from hcs_deviceplugin.kubeapi.config import ClusterConfig
 
 JsonObject = dict[str, Any]
 
@@ -291,14 +292,12 @@ class FakeApiServer:
         assert self._httpd is not None, "server not started"
         return int(self._httpd.server_address[1])
 
-    def configuration(self) -> kubernetes.client.Configuration:
-        """A client configuration for this server, with any proxy from the environment switched off."""
-        config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{self.port}")
-        config.proxy = None
-        return config
+    def configuration(self) -> ClusterConfig:
+        """What a kubeconfig for this server says: plain HTTP, no credentials."""
+        return ClusterConfig(server=f"http://127.0.0.1:{self.port}")
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        return kubernetes.client.ApiClient(self.configuration())
+    def api_client(self) -> KubeClient:
+        return KubeClient(self.configuration())
 
     # --- ConfigMaps --------------------------------------------------------------------------------
 

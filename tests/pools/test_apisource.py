@@ -14,9 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-import kubernetes.client
 import pytest
 
+from hcs_deviceplugin.kubeapi.client import KubeClient
+from hcs_deviceplugin.kubeapi.config import ClusterConfig
 from hcs_deviceplugin.pools.apisource import ApiConfigMapSource, configmap_from_json
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 from tests.pools.fakeapiserver import FakeApiServer, is_list, is_watch, label_selector_matches
@@ -72,7 +73,7 @@ def server() -> Iterator[FakeApiServer]:
 
 
 @pytest.fixture
-def api(server: FakeApiServer) -> Iterator[kubernetes.client.ApiClient]:
+def api(server: FakeApiServer) -> Iterator[KubeClient]:
     with server.api_client() as client:
         yield client
 
@@ -81,7 +82,7 @@ SourceFactory = Callable[..., tuple[ApiConfigMapSource, Collector]]
 
 
 @pytest.fixture
-def make_source(api: kubernetes.client.ApiClient) -> Iterator[SourceFactory]:
+def make_source(api: KubeClient) -> Iterator[SourceFactory]:
     """Build and start sources with short back-offs; stops them all at the end."""
     sources: list[ApiConfigMapSource] = []
 
@@ -377,12 +378,9 @@ def test_list_failures_back_off_and_then_sync(server: FakeApiServer, make_source
 def test_an_unreachable_apiserver_is_retried_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
     with FakeApiServer() as probe:
         port = probe.port  # a port that was just free and now has no listener
-    config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{port}")
-    config.proxy = None
-    config.retries = False
     collector = Collector()
     with (
-        kubernetes.client.ApiClient(config) as client,
+        KubeClient(ClusterConfig(server=f"http://127.0.0.1:{port}")) as client,
         caplog.at_level(logging.WARNING, logger="hcs_deviceplugin.pools.apisource"),
     ):
         source = ApiConfigMapSource(client, NS, SELECTOR, collector, **FAST)  # type: ignore[arg-type]

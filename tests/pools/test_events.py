@@ -6,9 +6,10 @@ import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
-import kubernetes.client
 import pytest
 
+from hcs_deviceplugin.kubeapi.client import KubeClient
+from hcs_deviceplugin.kubeapi.config import ClusterConfig
 from hcs_deviceplugin.pools.apisource import ApiConfigMapSource
 from hcs_deviceplugin.pools.events import REASON_INVALID_POOL_CONFIG, EventRecorder, truncate_message
 from hcs_deviceplugin.pools.objects import ConfigMapObject
@@ -37,7 +38,7 @@ def server() -> Iterator[FakeApiServer]:
 
 
 @pytest.fixture
-def api(server: FakeApiServer) -> Iterator[kubernetes.client.ApiClient]:
+def api(server: FakeApiServer) -> Iterator[KubeClient]:
     with server.api_client() as client:
         yield client
 
@@ -51,7 +52,7 @@ RecorderFactory = Callable[..., EventRecorder]
 
 
 @pytest.fixture
-def make_recorder(api: kubernetes.client.ApiClient, clock: Clock) -> Iterator[RecorderFactory]:
+def make_recorder(api: KubeClient, clock: Clock) -> Iterator[RecorderFactory]:
     recorders: list[EventRecorder] = []
 
     def make(**kwargs: object) -> EventRecorder:
@@ -211,11 +212,8 @@ def test_failures_are_logged_not_raised_and_the_next_report_tries_again(
 def test_an_unreachable_apiserver_does_not_block_the_caller(caplog: pytest.LogCaptureFixture) -> None:
     with FakeApiServer() as probe:
         port = probe.port  # nothing listens there any more
-    config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{port}")
-    config.proxy = None
-    config.retries = False
     with (
-        kubernetes.client.ApiClient(config) as client,
+        KubeClient(ClusterConfig(server=f"http://127.0.0.1:{port}")) as client,
         caplog.at_level(logging.WARNING, logger="hcs_deviceplugin.pools.events"),
     ):
         recorder = EventRecorder(client, NS, node_name=NODE)
@@ -228,7 +226,7 @@ def test_an_unreachable_apiserver_does_not_block_the_caller(caplog: pytest.LogCa
     assert any("closed" in m for m in messages)
 
 
-def test_the_api_source_supplies_the_uid(server: FakeApiServer, api: kubernetes.client.ApiClient) -> None:
+def test_the_api_source_supplies_the_uid(server: FakeApiServer, api: KubeClient) -> None:
     """Wired as the daemon wires them: ``kubectl describe`` matches Events by uid."""
     server.put_configmap(NS, "pool-a", {"config.yaml": "x"}, {"app": "nvidia-device-plugin"})
     received: list[list[ConfigMapObject]] = []

@@ -96,7 +96,7 @@ class ApiDaemon:
     def stop(self) -> None:
         self.watch.stop()
         self.source.stop()
-        self.client.close()  # type: ignore[no-untyped-call]
+        self.client.close()
 
 
 @pytest.fixture
