@@ -120,7 +120,7 @@ class BackendOptionError(ValueError):
     """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class BackendConfig:
     """What the daemon hands every backend factory.
 
@@ -151,7 +151,7 @@ def load_factory(name: str) -> BackendFactory:
     raise KeyError(f"no backend named {name!r} in entry-point group {ENTRY_POINT_GROUP}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class LoadedBackends:
     """The result of starting the enabled backends: the ones running and why others are absent."""
 

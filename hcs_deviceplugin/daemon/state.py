@@ -63,7 +63,7 @@ class NodeState:
         return merged
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Folded:
     state: NodeState
     changed: bool

@@ -70,7 +70,7 @@ class DaemonConfig:
         return self.backend_host_roots.get(backend, self.host_root)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class PoolView:
     """One served pool as the report, the live view and tests see it."""
 
@@ -79,7 +79,7 @@ class PoolView:
     server: ServerStatus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class DaemonView:
     """A consistent snapshot of the whole daemon, built from published immutable values."""
 

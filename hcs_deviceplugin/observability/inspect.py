@@ -11,9 +11,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hcs_deviceplugin.observability.report import JSON
+if TYPE_CHECKING:  # the type only: every command builds this parser, and report imports the daemon
+    from hcs_deviceplugin.observability.report import JSON
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 GIB = 1024**3

@@ -25,21 +25,15 @@ from hcs_deviceplugin.pools.located import LocatedPool, key_path
 from hcs_deviceplugin.pools.names import DNS1123_LABEL_MAX_LENGTH, validate_pool_name
 from hcs_deviceplugin.pools.native import DEFAULT_RESOURCE_PREFIX
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+from hcs_deviceplugin.pools.shapes import ALLOWLIST_KEY
 
-ALLOWLIST_KEY = "DP_ALLOWED_DEVICES"
 NAME_PREFIX = "gpu-device-plugin-"
-NAME_RE = re.compile(r"gpu-device-plugin-(?P<pool>[a-z0-9]([-a-z0-9]*[a-z0-9])?)")
 NAME_PATH = "metadata.name"
 
 INVENTORY_ID_RE = re.compile(r"[a-z0-9-]+-(?:0|[1-9][0-9]*)-[0-9a-f]{4}-[0-9a-f]{4}")
 _TRUNCATED_RE = re.compile(rf"[a-z0-9-]{{{DNS1123_LABEL_MAX_LENGTH}}}")
 
 ErrorSink = Callable[[str, str], None]
-
-
-def is_allowlist(obj: ConfigMapObject) -> bool:
-    """Whether ``obj`` is shaped like an ADR allowlist: it has the key, or the name (``<pool>`` a label)."""
-    return ALLOWLIST_KEY in obj.data or NAME_RE.fullmatch(obj.name) is not None
 
 
 def is_inventory_id(value: str) -> bool:

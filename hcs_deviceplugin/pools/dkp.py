@@ -93,9 +93,6 @@ from hcs_deviceplugin.pools.objects import ConfigMapObject
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "config.yaml"
-APP_LABEL = "app"
-APP_LABEL_VALUE = "nvidia-device-plugin"
-NAME_RE = re.compile(r"nvidia-device-plugin-(?P<pool>.+)-config")
 RESOURCE_PREFIX_ENV = "NVIDIA_RESOURCE_PREFIX"
 VERSION = "v1"
 SHARED_SUFFIX = ".shared"
@@ -127,12 +124,6 @@ REPLICATED_KEYS = ("name", "rename", "devices", "replicas")
 _LEGACY_ANCHORED = re.compile(r"\^(?P<id>[^*^$]+)\$")
 
 Warn = Callable[[str, str], None]
-
-
-def is_dkp_plugin_config(obj: ConfigMapObject) -> bool:
-    """Whether ``obj`` is shaped like a DKP per-pool config: by its label, or by its name (mounted
-    files carry no labels)."""
-    return obj.labels.get(APP_LABEL) == APP_LABEL_VALUE or NAME_RE.fullmatch(obj.name) is not None
 
 
 def parse_dkp_plugin_config(obj: ConfigMapObject, env: Mapping[str, str] | None = None) -> list[Pool]:

@@ -47,7 +47,7 @@ def item(path: str, index: int) -> str:
     return f"{path}[{index}]"
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class Report:
     """Errors of one document, in the order found."""
 

@@ -30,16 +30,14 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from hcs_deviceplugin.model import Pool
-from hcs_deviceplugin.pools.allowlist import is_allowlist, parse_allowlist_located
-from hcs_deviceplugin.pools.dkp import is_dkp_plugin_config, parse_dkp_located
 from hcs_deviceplugin.pools.document import Syntax
 from hcs_deviceplugin.pools.errors import ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.limits import check_object_size
 from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
 from hcs_deviceplugin.pools.native import parse_native, warn_no_pools
 from hcs_deviceplugin.pools.node import UNKNOWN_NODE, NodeContext
-from hcs_deviceplugin.pools.nodegroup import is_nodegroup_config, parse_nodegroup_located
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+from hcs_deviceplugin.pools.shapes import is_allowlist, is_dkp_plugin_config, is_nodegroup_config
 
 NATIVE_SUFFIXES: Mapping[str, Syntax] = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
 
@@ -106,11 +104,18 @@ def parse_configmap_located(
     """:func:`parse_configmap`, with the field path of each pool's definition."""
     check_object_size(obj)
     kind = detect_format(obj)
+    # The DKP parsers are imported when an object of theirs arrives: a native-only node never needs them.
     if kind is Format.ALLOWLIST:
+        from hcs_deviceplugin.pools.allowlist import parse_allowlist_located
+
         return parse_allowlist_located(obj)
     if kind is Format.DKP:
+        from hcs_deviceplugin.pools.dkp import parse_dkp_located
+
         return parse_dkp_located(obj, env)
     if kind is Format.NODEGROUP:
+        from hcs_deviceplugin.pools.nodegroup import parse_nodegroup_located
+
         return parse_nodegroup_located(obj, node, env)
     return parse_native_located(obj)
 

@@ -72,12 +72,10 @@ from hcs_deviceplugin.pools.located import LocatedPool, in_key, key_path
 from hcs_deviceplugin.pools.names import validate_extended_resource_name
 from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+from hcs_deviceplugin.pools.shapes import NODEGROUP_NAME_RE
 
 log = logging.getLogger(__name__)
 
-APP_LABEL_VALUE = "nvidia-gpu"
-NAME_RE = re.compile(r"nvidia-device-plugin-(?P<hash>[0-9a-f]{7})")
-CONFIG_NAMES = ("Exclusive", "TimeSlicing", "MPS", "Mig", "MIG")
 NODE_CONFIG_LABEL = "node.deckhouse.io/device-gpu.config"
 NODE_GROUP_LABEL = "node.deckhouse.io/group"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -106,17 +104,6 @@ def nodegroup_hash(group: str) -> str:
     return hashlib.sha256(group.encode()).hexdigest()[:7]
 
 
-def is_nodegroup_config(obj: ConfigMapObject) -> bool:
-    """Shaped like a NodeGroup ConfigMap: by name, by label, or by its keys being config names (a
-    mounted copy may be named anything and carries no labels)."""
-    keys = [k for k in obj.data if not k.startswith(".")]
-    return (
-        NAME_RE.fullmatch(obj.name) is not None
-        or obj.labels.get(dkp.APP_LABEL) == APP_LABEL_VALUE
-        or (bool(keys) and all(k in CONFIG_NAMES for k in keys))
-    )
-
-
 def _normalized(name: str) -> str:
     return name.replace("-", "").replace("_", "").lower()
 
@@ -127,7 +114,7 @@ def parse_nodegroup_located(
     """The pools of the config this node's label picks; raises :class:`ConfigErrors` with every problem."""
     environ = os.environ if env is None else env
     group = node.label(NODE_GROUP_LABEL)
-    named = NAME_RE.fullmatch(obj.name)
+    named = NODEGROUP_NAME_RE.fullmatch(obj.name)
     if group is not None and named is not None and named["hash"] != nodegroup_hash(group):
         log.debug("%s belongs to another NodeGroup than %r; not ours", obj.source, group)
         return []

@@ -2,7 +2,9 @@
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
 tool), the Kubernetes client (only with an API source) and grpcio (our pools are served by
 ``hcs_deviceplugin.rpc``; grpcio only by DRA and the kubelet simulator) stay out of a plain run's
-imports."""
+imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
+when a ConfigMap in a DKP format arrives: recognising one needs only
+:mod:`hcs_deviceplugin.pools.shapes`)."""
 
 from __future__ import annotations
 
@@ -10,22 +12,44 @@ import json
 import subprocess
 import sys
 
-NOT_AT_RUN = ("hcs_deviceplugin.dra", "jsonschema", "kubernetes", "grpc", "hcs_deviceplugin.kubeletsim")
+NOT_AT_RUN = (
+    "hcs_deviceplugin.dra",
+    "jsonschema",
+    "kubernetes",
+    "grpc",
+    "hcs_deviceplugin.kubeletsim",
+    "pythonjsonlogger",
+    "hcs_deviceplugin.jsonlogs",
+    "hcs_deviceplugin.pools.allowlist",
+    "hcs_deviceplugin.pools.dkp",
+    "hcs_deviceplugin.pools.nodegroup",
+)
 
-PROBE = """
+NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
+ALLOWLIST = 'ConfigMapObject(name="gpu-device-plugin-a", data={"DP_ALLOWED_DEVICES": ""})'
+
+
+def loaded_by_run(log_format: str = "text", configmap: str = NATIVE) -> list[str]:
+    """The modules loaded once ``run``'s code is imported, its logging set up and ``configmap`` parsed."""
+    code = f"""
 import json, sys
 from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.pools.formats import parse_configmap
+from hcs_deviceplugin.pools.objects import ConfigMapObject
 cli.build_parser()
+cli.configure_logging({log_format!r}, "info")
+parse_configmap({configmap})
 print(json.dumps(sorted(sys.modules)))
 """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded: list[str] = json.loads(out.stdout.splitlines()[-1])
+    return loaded
 
 
-def test_a_plain_run_loads_no_dra_jsonschema_or_kubernetes() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded = json.loads(out.stdout)
+def test_a_plain_run_loads_none_of_what_it_does_not_use() -> None:
+    loaded = loaded_by_run()
     assert "hcs_deviceplugin.daemon.core" in loaded  # the probe did load the run path
+    assert "hcs_deviceplugin.pools.native" in loaded  # and did parse a native document
     unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_AT_RUN)]
     assert unwanted == []
 
@@ -52,3 +76,10 @@ def test_the_api_source_loads_no_third_party_http_stack() -> None:
     assert "hcs_deviceplugin.kubeapi.client" in loaded
     unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_WITH_API)]
     assert unwanted == []
+
+
+def test_json_logs_and_a_dkp_configmap_load_what_they_need() -> None:
+    """The other side of the guard: the lazy imports above do happen when they are needed."""
+    loaded = loaded_by_run("json", ALLOWLIST)
+    assert "pythonjsonlogger" in loaded and "hcs_deviceplugin.jsonlogs" in loaded
+    assert "hcs_deviceplugin.pools.allowlist" in loaded

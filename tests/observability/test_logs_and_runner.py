@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from hcs_deviceplugin import __version__
-from hcs_deviceplugin.logsetup import JsonFormatter, configure_logging
+from hcs_deviceplugin.jsonlogs import JsonFormatter
+from hcs_deviceplugin.logsetup import configure_logging
 from hcs_deviceplugin.observability.inspect import main as inspect_main
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.runner import Runner, RunSettings

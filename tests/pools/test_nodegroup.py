@@ -21,11 +21,11 @@ from hcs_deviceplugin.pools.nodegroup import (
     MIG_CONFIG_LABEL,
     NODE_CONFIG_LABEL,
     NODE_GROUP_LABEL,
-    is_nodegroup_config,
     nodegroup_hash,
     parse_every_config,
 )
 from hcs_deviceplugin.pools.objects import ConfigMapObject
+from hcs_deviceplugin.pools.shapes import is_nodegroup_config
 
 FIXTURES = Path(__file__).parent / "nodegroup"
 NO_ENV: dict[str, str] = {}

@@ -130,7 +130,7 @@ class NvidiaSettings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Snapshot:
     inventory: Inventory
     cards: Mapping[str, Card]

@@ -77,7 +77,7 @@ class XidPolicy:
         return XidPolicy(ignored=base | extra, forced=_xid_list(enable or ""), all_disabled=all_disabled)
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class _Bad:
     card_id: str
     reason: str
@@ -85,7 +85,7 @@ class _Bad:
     probe_at: float
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class RecoveryTracker:
     """Devices currently Unhealthy, when they were last seen bad, and when to probe them next."""
 
@@ -130,7 +130,7 @@ class HealthSettings:
     backoff_max_seconds: float = 30.0
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class _Session:
     """One nvmlInit reference, its event set and the cards registered on it."""
 

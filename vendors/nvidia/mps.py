@@ -119,7 +119,7 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class _Running:
     client: MpsClient
     request: SharingRequest

@@ -58,7 +58,7 @@ class TopoCard:
     pci_address: str
 
 
-@dataclass
+@dataclass(eq=False)  # never compared: no __eq__ to compile at start
 class _NvLinks:
     peers: Counter[str] = field(default_factory=Counter)
     switch_links: int = 0
