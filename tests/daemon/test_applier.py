@@ -96,7 +96,9 @@ def test_a_daemon_stopping_in_the_middle_of_an_apply_ends_it_quietly(
             go_on.set()
             applier.thread.join(WAIT)
         assert not applier.thread.is_alive()
-        assert caplog.records == [], caplog.text
+        # The servers' own "kubelet.sock does not exist" warnings may or may not come first;
+        # what must not come is an error (the KeyError this guards against was logged as one).
+        assert [r for r in caplog.records if r.levelno >= logging.ERROR] == [], caplog.text
         assert len(made) == 2 and sorted(s.state.snapshot.pool.name for s in taken) == ["a", "b"]
     finally:
         go_on.set()
