@@ -10,7 +10,14 @@ import json
 import subprocess
 import sys
 
-NOT_AT_RUN = ("hcs_deviceplugin.dra", "jsonschema", "kubernetes", "grpc", "hcs_deviceplugin.kubeletsim")
+NOT_AT_RUN = (
+    "hcs_deviceplugin.dra",
+    "jsonschema",
+    "kubernetes",
+    "grpc",
+    "hcs_deviceplugin.kubeletsim",
+    "prometheus_client",
+)
 
 PROBE = """
 import json, sys
