@@ -54,9 +54,9 @@ def check_label_name(name: str) -> str:
 
 
 def format_value(value: float) -> str:
-    """A sample value as Go's ``strconv.FormatFloat(v, 'g', -1, 64)`` reads back, in the spelling
-    prometheus-client writes: Python's shortest repr, except positive numbers of 1e7 and above in
-    exponent form (``1.5e+09``) as Go switches to it there, and ``+Inf``, ``-Inf``, ``NaN``."""
+    """A sample value in the spelling prometheus-client writes, which Go's float parser reads back:
+    Python's shortest repr, except positive numbers from 1e6 up in exponent form (``1.5e+09``) as Go
+    switches to it sooner than Python, and ``+Inf``, ``-Inf``, ``NaN``."""
     if value == math.inf:
         return "+Inf"
     if value == -math.inf:
@@ -95,6 +95,9 @@ class Family:
         if kind not in KINDS:
             raise ValueError(f"unknown metric kind {kind!r}: one of {', '.join(KINDS)}")
         self.name = check_metric_name(name)
+        suffix = {"counter": "_total", "info": "_info"}.get(kind)
+        if suffix and name.endswith(suffix):
+            raise ValueError(f"{name}: name a {kind} without {suffix}, which the exposition adds")
         self.help = help
         self.kind: Kind = kind
         self.label_names = tuple(check_label_name(n) for n in label_names)
