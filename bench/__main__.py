@@ -49,6 +49,7 @@ MODULE_GROUPS = (
     "api",
     "start",
     "footprint",
+    "metrics",
     "hostile_pools",
     "reliability",
 )

@@ -8,7 +8,7 @@ one line ``hcs-deviceplugin: error: ...`` on stderr naming the flag (or ``HCS_``
 fault, and exit status 2, never a traceback. Each of ``run``'s flags can also be set through the
 environment (:mod:`hcs_deviceplugin.envflags`).
 
-Heavy packages (kubernetes, grpc, prometheus_client) are imported only by the command that uses
+Heavy packages (kubernetes, grpc) are imported only by the command that uses
 them, so that ``--help``, ``validate-config`` and a refused start stay fast.
 """
 

@@ -4,8 +4,9 @@ Served by waitress, a production WSGI server in pure Python: connections are rea
 one event loop, and only complete requests reach a small fixed pool of worker threads, so idle or
 slow clients hold no thread and cannot starve the probes. Idle connections are closed after
 ``IDLE_TIMEOUT`` seconds, open connections are capped, and request headers and bodies are bounded
-(nothing here takes a body). ``/metrics`` is prometheus-client's own WSGI app (content negotiation,
-gzip, ``name[]`` filters). Every endpoint answers GET and HEAD; anything else is 405.
+(nothing here takes a body). ``/metrics`` is the text format 0.0.4 of :mod:`.exposition`, which
+Prometheus accepts whatever it asks for first, gzipped when the client accepts gzip, and filtered by
+``?name[]=`` when asked. Every endpoint answers GET and HEAD; anything else is 405.
 
 ``/report`` names every pod and container holding a device, so by default it answers only clients
 on the loopback address (``kubectl exec``, ``kubectl port-forward``, the node itself) while
@@ -23,12 +24,17 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from prometheus_client import make_wsgi_app
 from waitress import wasyncore
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from hcs_deviceplugin.daemon import Daemon
 from hcs_deviceplugin.model import LinkMatrix
+from hcs_deviceplugin.observability.exposition import (
+    CONTENT_TYPE,
+    accepts_gzip,
+    gzip_compress,
+    requested_names,
+)
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.probes import DEFAULT_TIMEOUT, LivenessProbe, readiness
 from hcs_deviceplugin.observability.report import build_report
@@ -126,7 +132,6 @@ class ObservabilityServer:
         self._liveness = LivenessProbe(daemon, liveness_timeout)
         self._idle_timeout = idle_timeout
         self._threads = threads
-        self._metrics_app = make_wsgi_app(metrics.registry)
         self._server: BaseWSGIServer | MultiSocketServer | None = None
         self._port = port
         self._stopping = threading.Event()
@@ -261,18 +266,13 @@ class ObservabilityServer:
         return _text(404, f"not found: try {' '.join(served)}\n")
 
     def _scrape(self, environ: WSGIEnvironment) -> Response:
-        """prometheus-client's app, always asked with GET (it refuses HEAD; we drop the body after)."""
-        answer: list[Any] = []
-
-        def capture(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], object]:
-            answer[:] = [status, headers]
-            return lambda _data: None
-
-        body = b"".join(self._metrics_app({**environ, "REQUEST_METHOD": "GET"}, capture))
-        status, headers = answer
-        return int(status.split(" ", 1)[0]), list(headers), body
+        """The exposition, gzipped if the client accepts it; ``?name[]=x`` keeps only samples named x."""
+        body = self.metrics.registry.exposition(requested_names(str(environ.get("QUERY_STRING", ""))))
+        headers = [("Content-Type", CONTENT_TYPE)]
+        if accepts_gzip(str(environ.get("HTTP_ACCEPT_ENCODING", ""))):
+            body = gzip_compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        return 200, headers, body
 
 
 def _text(status: int, text: str) -> Response:

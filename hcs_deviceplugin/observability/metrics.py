@@ -9,15 +9,16 @@ Two kinds of metric, because they come from two places:
   between scrapes and would be lost by a snapshot, so they are kept as Counters and Histograms in
   :class:`Metrics`, whose methods the daemon, the pool sources and the gRPC layer call.
 
-The registry is our own, not prometheus-client's global default, so tests can build as many daemons
-as they like in one process and a library we import can never add series to our ``/metrics``.
+The registry is our own (:mod:`.instruments`, written out by :mod:`.exposition`; prometheus-client is
+not imported at run time), so tests can build as many daemons as they like in one process and a
+library we import can never add series to our ``/metrics``.
 Names follow Prometheus conventions: ``hcs_`` prefix, base units (seconds, bytes), ``_total`` for
 counters. The table of every metric is in the observability section of the README.
 
 Every counter is exposed at 0 before its first event, for every label set known by then (each pool,
 card and partition the daemon serves, each configured pool source), because ``increase()`` and
-``rate()`` cannot see the first event of a series that appears with it. ``_created`` series are
-switched off: Prometheus ingests them as gauges of their own and nothing here needs them.
+``rate()`` cannot see the first event of a series that appears with it. There are no ``_created``
+series: Prometheus would ingest them as gauges of their own and nothing here needs them.
 Identity labels stay stable: a card's health series is keyed by card and vendor only, so moving the
 card to another pool does not start a new series; its model and pool are in ``hcs_card_info``.
 """
@@ -29,19 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-)
-from prometheus_client.metrics_core import Metric
-from prometheus_client.process_collector import ProcessCollector
-
 from hcs_deviceplugin import __version__
 from hcs_deviceplugin.daemon import DaemonView
 from hcs_deviceplugin.holds import hardware_id_of
 from hcs_deviceplugin.model import Health
+from hcs_deviceplugin.observability.exposition import Family
+from hcs_deviceplugin.observability.instruments import Constant, Counter, Histogram, Registry
+from hcs_deviceplugin.observability.process import ProcessCollector
 from hcs_deviceplugin.plugin.server import RegistrationStatus
 
 LATENCY_BUCKETS = (
@@ -97,81 +92,85 @@ def pool_of_cards(view: DaemonView) -> dict[str, str]:
     return owner
 
 
+def _gauge(name: str, help: str, label_names: Sequence[str] = ()) -> Family:
+    return Family(name, help, "gauge", label_names)
+
+
+def _counter(name: str, help: str, label_names: Sequence[str] = ()) -> Family:
+    return Family(name, help, "counter", label_names)
+
+
+def _info(name: str, help: str, label_names: Sequence[str] = ()) -> Family:
+    return Family(name, help, "info", label_names)
+
+
 class ViewCollector:
     """Reads one :class:`DaemonView` per scrape and turns it into gauge and counter families."""
 
     def __init__(self, view: ViewFunction) -> None:
         self._view = view
 
-    def describe(self) -> Iterable[Metric]:
+    def describe(self) -> Iterable[Family]:
         """The families without samples, so the registry can refuse a clashing name at registration."""
         return self._families(None)
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[Family]:
         return self._families(self._view())
 
-    def _families(self, view: DaemonView | None) -> Iterator[Metric]:
+    def _families(self, view: DaemonView | None) -> Iterator[Family]:
         pool_labels = ["pool", "resource"]
-        units = GaugeMetricFamily(
-            "hcs_pool_units", "Units the pool advertises to kubelet.", labels=pool_labels
-        )
-        healthy = GaugeMetricFamily(
-            "hcs_pool_units_healthy", "Advertised units that are Healthy.", labels=pool_labels
-        )
-        allocated = GaugeMetricFamily(
+        units = _gauge("hcs_pool_units", "Units the pool advertises to kubelet.", pool_labels)
+        healthy = _gauge("hcs_pool_units_healthy", "Advertised units that are Healthy.", pool_labels)
+        allocated = _gauge(
             "hcs_pool_units_allocated",
             "Advertised units that running containers hold (pod-resources, or just allocated).",
-            labels=pool_labels,
+            pool_labels,
         )
-        registered = GaugeMetricFamily(
-            "hcs_pool_registered", "1 while the pool is registered with kubelet, else 0.", labels=pool_labels
+        registered = _gauge(
+            "hcs_pool_registered", "1 while the pool is registered with kubelet, else 0.", pool_labels
         )
-        registrations = CounterMetricFamily(
+        registrations = _counter(
             "hcs_pool_registrations",
             "Successful Register calls of the pool's current server (resets when the server is replaced).",
-            labels=pool_labels,
+            pool_labels,
         )
-        card_healthy = GaugeMetricFamily(
-            "hcs_card_healthy", "1 if the card is Healthy, else 0.", labels=["card", "vendor"]
-        )
-        card_info = InfoMetricFamily(
+        card_healthy = _gauge("hcs_card_healthy", "1 if the card is Healthy, else 0.", ["card", "vendor"])
+        card_info = _info(
             "hcs_card",
             "The card's model and the pool advertising it (empty for none), always 1: join on card.",
-            labels=["card", "vendor"],
+            ["card", "vendor"],
         )
-        draining = GaugeMetricFamily(
+        draining = _gauge(
             "hcs_cards_draining", "Cards waiting for a container to release them before they change pool."
         )
-        draining_seconds = GaugeMetricFamily(
+        draining_seconds = _gauge(
             "hcs_card_draining_seconds",
             "Seconds since the card started draining (held, but wanted by another pool); absent when not.",
-            labels=["card"],
+            ["card"],
         )
-        allocation_info = InfoMetricFamily(
+        allocation_info = _info(
             "hcs_device_allocation",
             "1 per unit a container holds, as pod-resources lists it: who holds which device.",
-            labels=["namespace", "pod", "container", "resource", "device"],
+            ["namespace", "pod", "container", "resource", "device"],
         )
-        awaiting = GaugeMetricFamily(
+        awaiting = _gauge(
             "hcs_cards_awaiting_pod_resources",
             "Cards held back after a restart until pod-resources says what running containers hold.",
         )
-        conflicts = GaugeMetricFamily(
+        conflicts = _gauge(
             "hcs_card_conflicts", "Cards claimed by more than one pool (no new claimant gets them)."
         )
-        backend_up = GaugeMetricFamily(
-            "hcs_backend_up", "1 if the vendor backend is running, 0 if absent or failed.", labels=["backend"]
+        backend_up = _gauge(
+            "hcs_backend_up", "1 if the vendor backend is running, 0 if absent or failed.", ["backend"]
         )
-        backend_info = InfoMetricFamily(
-            "hcs_backend", "Vendor backend state (running, absent, failed) and why.", labels=["backend"]
+        backend_info = _info(
+            "hcs_backend", "Vendor backend state (running, absent, failed) and why.", ["backend"]
         )
-        applied = CounterMetricFamily(
-            "hcs_config_applied_changes", "Reconciles that changed at least one pool server."
-        )
-        active_errors = GaugeMetricFamily(
+        applied = _counter("hcs_config_applied_changes", "Reconciles that changed at least one pool server.")
+        active_errors = _gauge(
             "hcs_config_active_errors", "Pool config errors in effect now (the last good pools are served)."
         )
-        layout_errors = GaugeMetricFamily(
+        layout_errors = _gauge(
             "hcs_partition_layout_errors", "Cards a Partition pool could not lay out with its profile."
         )
         if view is not None:
@@ -179,32 +178,32 @@ class ViewCollector:
             for name, pool_view in sorted(view.pools.items()):
                 labels = [name, pool_view.pool.resource_name]
                 held_here = held.get(pool_view.pool.resource_name, frozenset())
-                units.add_metric(labels, len(pool_view.units))
-                healthy.add_metric(labels, sum(1 for u in pool_view.units if u.health is Health.HEALTHY))
-                allocated.add_metric(labels, sum(1 for u in pool_view.units if u.id in held_here))
+                units.add(labels, len(pool_view.units))
+                healthy.add(labels, sum(1 for u in pool_view.units if u.health is Health.HEALTHY))
+                allocated.add(labels, sum(1 for u in pool_view.units if u.id in held_here))
                 is_registered = pool_view.server.status is RegistrationStatus.REGISTERED
-                registered.add_metric(labels, 1 if is_registered else 0)
-                registrations.add_metric(labels, pool_view.server.registrations)
+                registered.add(labels, 1 if is_registered else 0)
+                registrations.add(labels, pool_view.server.registrations)
             owner = pool_of_cards(view)
             for card in view.cards:
-                card_healthy.add_metric([card.id, card.vendor], 1 if card.health is Health.HEALTHY else 0)
-                card_info.add_metric(
+                card_healthy.add([card.id, card.vendor], 1 if card.health is Health.HEALTHY else 0)
+                card_info.add_info(
                     [card.id, card.vendor], {"model": card.model, "pool": owner.get(card.id, "")}
                 )
-            draining.add_metric([], len(view.draining))
+            draining.add([], len(view.draining))
             now = time.monotonic()
             for card_id, since in sorted(view.draining_since.items()):
-                draining_seconds.add_metric([card_id], max(0.0, now - since))
+                draining_seconds.add([card_id], max(0.0, now - since))
             for a in view.allocations:
-                allocation_info.add_metric([a.namespace, a.pod, a.container, a.resource, a.device], {})
-            awaiting.add_metric([], len(view.awaiting))
-            conflicts.add_metric([], len(view.conflicts))
+                allocation_info.add_info([a.namespace, a.pod, a.container, a.resource, a.device], {})
+            awaiting.add([], len(view.awaiting))
+            conflicts.add([], len(view.conflicts))
             for backend, (state, reason) in backend_states(view).items():
-                backend_up.add_metric([backend], 1 if state == "running" else 0)
-                backend_info.add_metric([backend], {"state": state, "reason": reason})
-            applied.add_metric([], view.applied_changes)
-            active_errors.add_metric([], len(view.config_errors))
-            layout_errors.add_metric([], len(view.layout_errors))
+                backend_up.add([backend], 1 if state == "running" else 0)
+                backend_info.add_info([backend], {"state": state, "reason": reason})
+            applied.add([], view.applied_changes)
+            active_errors.add([], len(view.config_errors))
+            layout_errors.add([], len(view.layout_errors))
         yield from (
             units,
             healthy,
@@ -244,11 +243,11 @@ class _EventCollector:
         self._metrics = metrics
         self._prime = prime
 
-    def describe(self) -> Iterable[Metric]:
+    def describe(self) -> Iterable[Family]:
         for metric in self._metrics:
             yield from metric.describe()
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[Family]:
         self._prime()
         for metric in self._metrics:
             yield from metric.collect()
@@ -271,58 +270,51 @@ class Metrics:
         process_metrics: bool = True,
         config_sources: Sequence[str] = CONFIG_SOURCES,
     ) -> None:
-        disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide; we never want them
-        self.registry = CollectorRegistry()
+        self.registry = Registry()
         self._lock = threading.Lock()
         self._view: ViewFunction | None = None
         self._last_errors: dict[tuple[str, str], tuple[str, ...]] = {}
         if process_metrics:
-            ProcessCollector(registry=self.registry)
-        build = Info("hcs_build", "The running daemon: version and Python, always 1.", registry=self.registry)
-        build.info({"version": __version__, "python": platform.python_version()})
+            self.registry.register(ProcessCollector())
+        build = _info("hcs_build", "The running daemon: version and Python, always 1.")
+        build.add_info((), {"version": __version__, "python": platform.python_version()})
+        self.registry.register(Constant(build))
         self._allocate_seconds = Histogram(
             "hcs_allocate_seconds",
             "Time to answer kubelet's Allocate, per pool.",
             ["pool"],
             buckets=LATENCY_BUCKETS,
-            registry=None,
         )
         self._allocate_requests = Counter(
             "hcs_allocate_requests",
             "Allocate calls by result (ok, or rejected: unknown or unhealthy ids, edits failed).",
             ["pool", "result"],
-            registry=None,
         )
         self._preferred_seconds = Histogram(
             "hcs_preferred_allocation_seconds",
             "Time to answer kubelet's GetPreferredAllocation, per pool.",
             ["pool"],
             buckets=LATENCY_BUCKETS,
-            registry=None,
         )
         self._health_transitions = Counter(
             "hcs_health_transitions",
             "Card or partition health changes, by device and the health it changed to.",
             ["card", "to"],
-            registry=None,
         )
         self._config_errors = Counter(
             "hcs_config_errors",
             "Pool config errors reported, by source (file, api) and object (namespace/name or path).",
             ["source", "object"],
-            registry=None,
         )
         self._config_reloads = Counter(
             "hcs_config_reloads",
             "Pool config deliveries from a source (a changed mounted directory re-read, an API change).",
             ["source"],
-            registry=None,
         )
         self._reregistrations = Counter(
             "hcs_pool_reregistrations",
             "Registrations repeated after kubelet restarted or the pool's socket was removed.",
             ["pool"],
-            registry=None,
         )
         for source in config_sources:
             self._config_reloads.labels(source)

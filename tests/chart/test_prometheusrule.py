@@ -108,7 +108,7 @@ def exported_series_names() -> set[str]:
         "info": ["_info"],
         "histogram": ["_bucket", "_sum", "_count", "_created"],
     }
-    return {family.name + suffix for family in families for suffix in suffixes[family.type]}
+    return {family.name + suffix for family in families for suffix in suffixes[family.kind]}
 
 
 def selectors(expr: str) -> list[Any]:

@@ -18,6 +18,7 @@ NOT_AT_RUN = (
     "kubernetes",
     "grpc",
     "hcs_deviceplugin.kubeletsim",
+    "prometheus_client",
     "pythonjsonlogger",
     "hcs_deviceplugin.jsonlogs",
     "hcs_deviceplugin.pools.allowlist",

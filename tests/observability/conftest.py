@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig, DaemonView
@@ -71,7 +70,7 @@ def parse_samples(text: str) -> list[Sample]:
 
 def scrape(metrics: Metrics) -> list[Sample]:
     """The registry's exposition without HTTP, parsed like a scrape."""
-    return parse_samples(generate_latest(metrics.registry).decode())
+    return parse_samples(metrics.registry.exposition().decode())
 
 
 def value(samples: list[Sample], name: str, **labels: str) -> float:

@@ -6,6 +6,7 @@ import socket
 import threading
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.probes import LivenessProbe, alive
 from hcs_deviceplugin.plugin.server import RegistrationStatus
 from tests.integration.conftest import H100, WAIT, card_pool, pool_doc
-from tests.observability.conftest import Busy, Start
+from tests.observability.conftest import Busy, Start, parse_samples, value
 
 
 def test_healthz_and_readyz_are_ok_on_a_registered_node(busy: Busy) -> None:
@@ -30,6 +31,47 @@ def test_metrics_content_type_and_unknown_paths(busy: Busy) -> None:
     assert status == 404 and "/metrics" in body
     with urllib.request.urlopen(busy.obs.url + "/metrics", timeout=5) as response:
         assert response.headers["Content-Type"].startswith("text/plain; version=")
+
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;escaping=underscores;q=0.5,"
+    "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=underscores;q=0.3,"
+    "text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+)
+"""What Prometheus 3 sends when it scrapes: OpenMetrics first; text 0.0.4 is among what it takes."""
+
+
+def _scrape(busy: Busy, method: str = "GET", query: str = "", **headers: str) -> tuple[dict[str, str], bytes]:
+    request = urllib.request.Request(busy.obs.url + "/metrics" + query, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
+        return dict(response.headers), response.read()
+
+
+def test_metrics_are_text_0_0_4_whatever_the_client_asks_first(busy: Busy) -> None:
+    for accept in ("", PROMETHEUS_ACCEPT, "application/openmetrics-text", "text/plain;version=1.0.0"):
+        headers, body = _scrape(busy, **({"Accept": accept} if accept else {}))
+        assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8", accept
+        assert "Content-Encoding" not in headers
+        assert body.startswith(b"# HELP ")
+
+
+def test_metrics_are_gzipped_when_the_client_accepts_gzip(busy: Busy) -> None:
+    headers, body = _scrape(busy, **{"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip"
+    assert int(headers["Content-Length"]) == len(body)
+    text = zlib.decompress(body, 16 + zlib.MAX_WBITS).decode()
+    assert value(parse_samples(text), "hcs_pool_units", pool="a") == 2
+    refused, plain = _scrape(busy, **{"Accept-Encoding": "gzip;q=0, identity"})
+    assert "Content-Encoding" not in refused and plain.startswith(b"# HELP ")
+    head, empty = _scrape(busy, "HEAD", **{"Accept-Encoding": "gzip"})
+    assert head["Content-Encoding"] == "gzip" and empty == b""
+
+
+def test_metrics_name_filter_keeps_only_the_samples_named(busy: Busy) -> None:
+    _, body = _scrape(busy, query="?name[]=hcs_pool_units&name[]=hcs_config_reloads_total")
+    names = {name for name, _, _ in parse_samples(body.decode())}
+    assert names == {"hcs_pool_units", "hcs_config_reloads_total"}
 
 
 def test_readyz_names_the_pool_that_cannot_register_until_kubelet_is_back(observed: Start) -> None:
