@@ -1,8 +1,9 @@
 """Allocator latency on large nodes and choice quality against the exhaustive optimum.
 
 Latency: ``Topology.preferred`` on a precomputed topology (what a pool does per request), in-process
-and over the socket: a real PluginServer serving the node's units, GetPreferredAllocation against a
-no-op call (GetDevicePluginOptions) on the same socket, the two interleaved. Nodes are NVLink
+and over the socket: a real PluginServer serving the node's units in a process of its own (as
+beside kubelet), GetPreferredAllocation against a no-op call
+(GetDevicePluginOptions) on the same socket, the two interleaved. Nodes are NVLink
 islands of 8 GPUs made of PCIe switch pairs under host bridges, two islands per NUMA node
 (``tests/allocator/islands.py``). Cases, each 8 units per request: ``8 of 64 cards``, ``8 of 128
 cards``, ``8 of 512 units (64 cards x 8 slices)``, ``8 of 512 units (8 cards x 64 slices)`` and
@@ -27,6 +28,8 @@ from __future__ import annotations
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -40,8 +43,7 @@ from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation.select import CardRequest, Objective, greedy_baseline, improved
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from hcs_deviceplugin.model import Card, ContainerEdits, Link, LinkKind, LinkMatrix, Pool, Unit
-from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix, Unit
 from tests.allocator.islands import island_node, positions, reference
 
 LINK_CHOICES: tuple[tuple[Link, ...], ...] = (
@@ -85,22 +87,27 @@ def latency(name: str, cards: int, slices: int, samples: int, rng: random.Random
 
 
 def socket_latency(name: str, cards: int, slices: int, samples: int, rng: random.Random) -> str:
-    """The same request as :func:`latency`, asked of a real pool server over its unix socket."""
+    """The same request as :func:`latency`, asked of a real pool server over its unix socket.
+
+    The server runs in a process of its own (:mod:`bench.allocator_server`), as it does beside
+    kubelet: a client in the server's process would make every send wait for the client's thread.
+    """
     node = island_node(cards)
     units = node.whole() if slices == 1 else node.replicas(slices)
     ids = list(units)
-    pool = Pool("bench", "gpu.deckhouse.io/bench", slices_per_unit=slices)
     root = Path(tempfile.mkdtemp(prefix="hcsa", dir="/tmp"))
-    server = PluginServer(
-        pool,
-        list(units.values()),
-        root,
-        lambda _pool, _units: ContainerEdits(),
-        topology=Topology.build(node.cards, node.links),
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.allocator_server", str(cards), str(slices), str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    server.start()
     try:
-        with grpc.insecure_channel(f"unix:{server.socket_path}") as channel:
+        assert child.stdout is not None and child.stdin is not None
+        socket_path = child.stdout.readline().strip()
+        if not socket_path:
+            raise RuntimeError(f"the pool server for {name} did not start")
+        with grpc.insecure_channel(f"unix:{socket_path}") as channel:
             stub = pb_grpc.DevicePluginStub(channel)
             grpc.channel_ready_future(channel).result(timeout=10)
 
@@ -126,7 +133,9 @@ def socket_latency(name: str, cards: int, slices: int, samples: int, rng: random
                 times.append(time.perf_counter() - started)
                 assert len(answer.container_responses[0].deviceIDs) == 8
     finally:
-        server.stop()
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
     above = [t - f for t, f in zip(times, floor, strict=True)]
     return (
