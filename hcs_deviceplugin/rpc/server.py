@@ -15,7 +15,14 @@ stops reading costs bounded memory), and cancelling a call never needs a lock a 
 it sets flags and wakes waiters, and the call's own thread resets the stream.
 
 A socket send blocked on a peer that stopped reading gives up after :data:`SEND_TIMEOUT_S` and the
-connection is dropped, so a stuck client cannot hold a thread (or the connection's lock) forever.
+connection is dropped, so a stuck client cannot hold a thread (or the connection's lock) forever. A
+client that connects and says nothing is dropped after :data:`HANDSHAKE_TIMEOUT_S`, and when
+:data:`MAX_CONNECTIONS` are open the longest-idle one without a call makes room for a newcomer, so
+idle sockets cannot lock kubelet out.
+
+A graceful stop sends its GOAWAY frame itself rather than through ``h2``: h2 treats a connection as
+closed once a GOAWAY has passed either way and refuses to send the answers still owed, which the
+gRPC spec (and RFC 9113 §6.8) says go out in full.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hyperframe.frame
 
+from hcs_deviceplugin.rpc.frameguard import FrameLengthGuard
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
@@ -62,8 +71,24 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
 SEND_TIMEOUT_S = 10.0
+HANDSHAKE_TIMEOUT_S = 5.0
+"""How long a new connection may take to send the HTTP/2 preface and its SETTINGS."""
+ACCEPT_RETRY_S = 0.05
+"""Pause after a failed accept (out of file descriptors, say) so the loop does not spin."""
 READ_CHUNK = 65536
 _RESPONSE_HEADERS = [(b":status", b"200"), (b"content-type", CONTENT_TYPE)]
+_UNSUPPORTED_MEDIA_TYPE = [(b":status", b"415"), (b"content-type", CONTENT_TYPE)]
+
+
+def _is_grpc(content_type: bytes) -> bool:
+    """``application/grpc``, alone or with a ``+format`` or parameters (the spec's Content-Type)."""
+    return content_type == CONTENT_TYPE or content_type.startswith((CONTENT_TYPE + b"+", CONTENT_TYPE + b";"))
+
+
+def _timeval(seconds: float) -> bytes:
+    """A ``struct timeval`` for SO_SNDTIMEO/SO_RCVTIMEO (0 means wait without a bound)."""
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 
 
 class Message(Protocol):
@@ -165,7 +190,9 @@ class _Call:
         self.drained = threading.Event()
         self.drained.set()
         self.closed = False
+        self.request_ended = False
         self.error: tuple[Code, str] | None = None
+        self.http_status: list[tuple[bytes, bytes]] = _RESPONSE_HEADERS
 
 
 class _Connection:
@@ -177,9 +204,14 @@ class _Connection:
         self._h2 = h2.connection.H2Connection(
             config=h2.config.H2Configuration(client_side=False, header_encoding=None)
         )
+        self._guard = FrameLengthGuard(self._h2.local_settings.max_frame_size)
         self._lock = threading.Lock()
         self._calls: dict[int, _Call] = {}
         self._closed = False
+        self._greeted = False
+        self._last_stream_id: int | None = None
+        """Set once our GOAWAY went out: streams above it are refused, those up to it answered."""
+        self.last_active = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"{server.name}-conn", daemon=True)
 
     # -- reader ------------------------------------------------------------------------------
@@ -201,12 +233,15 @@ class _Connection:
                 data = self._sock.recv(READ_CHUNK)
                 if not data:
                     return
+                self.last_active = time.monotonic()
                 ready = self._receive(data)
                 for call in ready:
                     self._dispatch(call)
         except (OSError, h2.exceptions.ProtocolError) as exc:
             if not self._closed:
                 log.debug("%s: connection ended: %s", self._server.name, exc)
+        except Exception:
+            log.exception("%s: connection reader failed", self._server.name)
         finally:
             self.close()
             self._server._forget(self)
@@ -215,6 +250,12 @@ class _Connection:
         """Feed bytes to h2; the calls whose request is complete, to dispatch outside the lock."""
         ready: list[_Call] = []
         with self._lock:
+            try:
+                self._guard.check(data)
+            except h2.exceptions.FrameTooLargeError:
+                self._h2.close_connection(h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+                self._flush_locked()
+                raise
             try:
                 events = self._h2.receive_data(data)
             except h2.exceptions.ProtocolError:
@@ -229,6 +270,7 @@ class _Connection:
                 elif isinstance(event, h2.events.StreamEnded):
                     call = self._calls.get(event.stream_id)
                     if call is not None and not call.closed:
+                        call.request_ended = True
                         self._request_complete_locked(call, ready)
                 elif isinstance(event, h2.events.StreamReset):
                     call = self._calls.pop(event.stream_id, None)
@@ -236,8 +278,13 @@ class _Connection:
                         call.closed = True
                         call.context.cancel()
                         call.drained.set()
-                elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+                elif isinstance(event, h2.events.WindowUpdated):
                     pump = True
+                elif isinstance(event, h2.events.RemoteSettingsChanged):
+                    pump = True
+                    if not self._greeted:  # the preface is complete: no more handshake deadline
+                        self._greeted = True
+                        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
                 elif isinstance(event, h2.events.ConnectionTerminated):
                     self._closed = True
             if pump:
@@ -251,15 +298,24 @@ class _Connection:
         headers = dict(event.headers or ())
         name = headers.get(b":path", b"").decode("utf-8", "replace")
         call = _Call(event.stream_id, name, self._server.methods.get(name))
+        if self._last_stream_id is not None and event.stream_id > self._last_stream_id:
+            # Opened after our GOAWAY crossed it: refused, so the client may retry elsewhere.
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self._h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            return
         self._calls[event.stream_id] = call
         content_type = headers.get(b"content-type", b"")
-        if headers.get(b":method") != b"POST" or not content_type.startswith(CONTENT_TYPE):
+        if not _is_grpc(content_type):
             call.error = (Code.INTERNAL, f"not a gRPC request (content-type {content_type!r})")
+            call.http_status = _UNSUPPORTED_MEDIA_TYPE
+        elif headers.get(b":method") != b"POST":
+            call.error = (Code.INTERNAL, f"gRPC requests are POSTs, not {headers.get(b':method')!r}")
         elif headers.get(b"grpc-encoding", b"identity") != b"identity":
             call.error = (Code.UNIMPLEMENTED, "compression is not supported")
         elif call.method is None:
             call.error = (Code.UNIMPLEMENTED, f"Method not found: {name}")
         if event.stream_ended is not None:
+            call.request_ended = True
             self._request_complete_locked(call, [])
 
     def _data_locked(self, event: h2.events.DataReceived) -> None:
@@ -273,6 +329,9 @@ class _Connection:
             self._refuse_locked(call, Code.RESOURCE_EXHAUSTED, str(exc))
         except CompressedMessage as exc:
             self._refuse_locked(call, Code.UNIMPLEMENTED, str(exc))
+        else:
+            if len(call.requests) > 1:  # every method takes one request: more would only pile up
+                self._refuse_locked(call, Code.INTERNAL, "expected one request message, got more")
 
     def _request_complete_locked(self, call: _Call, ready: list[_Call]) -> None:
         if call.error is not None:
@@ -285,15 +344,22 @@ class _Connection:
             ready.append(call)
 
     def _refuse_locked(self, call: _Call, code: Code, details: str) -> None:
-        """Answer with a status only (a "trailers-only" response) and forget the call."""
+        """Answer with a status only (a "trailers-only" response) and forget the call.
+
+        A client still sending its request is then told to stop with RST_STREAM NO_ERROR, as RFC
+        9113 §8.1 allows after a complete response (grpc-go's server does the same), instead of
+        pushing the rest of a refused 16 MiB message at us.
+        """
         if call.closed:
             return
         call.closed = True
         self._calls.pop(call.stream_id, None)
         with contextlib.suppress(h2.exceptions.ProtocolError):
             self._h2.send_headers(
-                call.stream_id, _RESPONSE_HEADERS + status_headers(code, details), end_stream=True
+                call.stream_id, call.http_status + status_headers(code, details), end_stream=True
             )
+            if not call.request_ended:
+                self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         call.context._finish()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -429,7 +495,9 @@ class _Connection:
             call.context._finish()
 
     def _flush_locked(self) -> None:
-        data = self._h2.data_to_send()
+        self._send_locked(self._h2.data_to_send())
+
+    def _send_locked(self, data: bytes) -> None:
         if data and not self._closed:
             try:
                 self._sock.sendall(data)
@@ -441,17 +509,38 @@ class _Connection:
     # -- closing -----------------------------------------------------------------------------
 
     def goaway(self) -> None:
-        """Tell the client no new calls will be taken here (calls in flight go on)."""
+        """Tell the client no new calls will be taken here (calls in flight go on).
+
+        The frame is ours, not h2's (see the module's docstring): h2 goes on sending the answers
+        owed, and streams the client opens after it are refused here.
+        """
         with self._lock:
-            if not self._closed:
-                with contextlib.suppress(h2.exceptions.ProtocolError):
-                    self._h2.close_connection()
-                self._flush_locked()
+            if self._closed or self._last_stream_id is not None:
+                return
+            self._last_stream_id = self._h2.highest_inbound_stream_id
+            self._flush_locked()
+            goaway = hyperframe.frame.GoAwayFrame(
+                0, last_stream_id=self._last_stream_id, error_code=h2.errors.ErrorCodes.NO_ERROR
+            )
+            self._send_locked(goaway.serialize())
 
     def busy(self) -> bool:
         """A unary call is being answered or has output still queued."""
         with self._lock:
             return any(isinstance(c.method, Unary) for c in self._calls.values())
+
+    def idle(self) -> bool:
+        """No call is open here (nothing lost if the connection makes room for another).
+
+        Never waits: a lock held by a send blocked on the client means the connection is busy,
+        and the accept thread asking must not stall behind it.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return not self._calls
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Cut the connection: every call on it is cancelled and the reader thread ends."""
@@ -521,21 +610,44 @@ class RpcServer:
         while not self._stopped.is_set():
             try:
                 sock, _ = listener.accept()
-            except OSError:
+            except OSError as exc:
                 if self._stopped.is_set():
                     return
+                log.warning("%s: accept failed: %s", self.name, exc)
+                self._stopped.wait(ACCEPT_RETRY_S)
                 continue
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT_S), 0))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(HANDSHAKE_TIMEOUT_S))
+            if not self._make_room():
+                sock.close()
+                log.warning("%s: %d connections open, all busy; refusing another", self.name, MAX_CONNECTIONS)
+                continue
             with self._lock:
-                if self._stopped.is_set() or len(self._connections) >= MAX_CONNECTIONS:
+                if self._stopped.is_set():
                     sock.close()
-                    if not self._stopped.is_set():
-                        log.warning("%s: %d connections open; refusing another", self.name, MAX_CONNECTIONS)
-                    continue
+                    return
                 connection = _Connection(self, sock)
                 self._connections.add(connection)
                 self._all_closed.clear()
             connection.thread.start()
+
+    def _make_room(self) -> bool:
+        """Below :data:`MAX_CONNECTIONS`, or made so by closing the longest-idle connection with no
+        call open (a probe that never hung up, a client that connected and went quiet); False if
+        every connection has a call open."""
+        with self._lock:
+            if len(self._connections) < MAX_CONNECTIONS:
+                return True
+            connections = sorted(self._connections, key=lambda c: c.last_active)
+        for connection in connections:
+            if connection.idle():
+                log.warning("%s: %d connections open; closing the longest idle", self.name, MAX_CONNECTIONS)
+                connection.goaway()
+                connection.close()
+                with self._lock:
+                    self._connections.discard(connection)
+                return True
+        return False
 
     def _forget(self, connection: _Connection) -> None:
         with self._lock:
@@ -559,9 +671,9 @@ class RpcServer:
             connections = list(self._connections)
             if not connections:
                 self._all_closed.set()
-        for connection in connections:
-            connection.goaway()
         if grace:
+            for connection in connections:
+                connection.goaway()
             deadline = time.monotonic() + grace
             while any(c.busy() for c in connections) and time.monotonic() < deadline:
                 self._all_closed.wait(0.01)

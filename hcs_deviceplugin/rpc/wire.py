@@ -64,9 +64,22 @@ class MessageReader:
         return bool(self._buffer)
 
 
-def encode_message(details: str) -> bytes:
-    """``grpc-message``: the details percent-encoded as UTF-8."""
-    return quote(details, safe=_KEEP, encoding="utf-8").encode("ascii")
+MAX_DETAILS_BYTES = 4096
+"""Longest ``grpc-message`` we send: grpcio refuses a call whose trailers pass 8 KiB (its default
+metadata limit), so a handler's long exception text is cut rather than cost the client the status."""
+
+
+def encode_message(details: str, limit: int = MAX_DETAILS_BYTES) -> bytes:
+    """``grpc-message``: the details percent-encoded as UTF-8, cut to ``limit`` bytes.
+
+    Any string encodes: what UTF-8 cannot carry (a lone surrogate, as undecodable bytes leave in
+    an exception's text) becomes '?'. A cut never splits a character or an escape.
+    """
+    encoded = quote(details, safe=_KEEP, encoding="utf-8", errors="replace")
+    while len(encoded) > limit:
+        details = details[: max(len(details) * limit // len(encoded) - 1, 0)]
+        encoded = quote(details, safe=_KEEP, encoding="utf-8", errors="replace")
+    return encoded.encode("ascii")
 
 
 def decode_message(raw: bytes) -> str:
