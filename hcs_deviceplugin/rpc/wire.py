@@ -75,11 +75,21 @@ def encode_message(details: str, limit: int = MAX_DETAILS_BYTES) -> bytes:
     Any string encodes: what UTF-8 cannot carry (a lone surrogate, as undecodable bytes leave in
     an exception's text) becomes '?'. A cut never splits a character or an escape.
     """
-    encoded = quote(details, safe=_KEEP, encoding="utf-8", errors="replace")
-    while len(encoded) > limit:
-        details = details[: max(len(details) * limit // len(encoded) - 1, 0)]
-        encoded = quote(details, safe=_KEEP, encoding="utf-8", errors="replace")
+    encoded = _quote(details)
+    if len(encoded) > limit:
+        pieces, size = [], 0
+        for character in details[:limit]:  # every character takes at least a byte
+            piece = _quote(character)
+            size += len(piece)
+            if size > limit:
+                break
+            pieces.append(piece)
+        encoded = "".join(pieces)
     return encoded.encode("ascii")
+
+
+def _quote(text: str) -> str:
+    return quote(text, safe=_KEEP, encoding="utf-8", errors="replace")
 
 
 def decode_message(raw: bytes) -> str:

@@ -128,3 +128,12 @@ def test_many_concurrent_calls_on_one_connection(channel: grpc.Channel) -> None:
 
 def test_code_numbers_match_grpcio() -> None:
     assert {c.name: c.value for c in Code} == {s.name: s.value[0] for s in grpc.StatusCode}
+
+
+def test_a_handler_error_of_any_length_reaches_grpcio_as_its_status(channel: grpc.Channel) -> None:
+    """grpcio drops trailers over its 8 KiB metadata limit; the details are cut so the status survives."""
+    with pytest.raises(grpc.RpcError) as caught:
+        unary(channel, "/t.T/Fail")("é".encode() * 50_000, timeout=WAIT)
+    error: Any = caught.value
+    assert error.code() == grpc.StatusCode.UNKNOWN
+    assert error.details().startswith("Exception calling application: éé")
