@@ -1,12 +1,16 @@
-"""Refusing an overlong HTTP/2 frame at its header, before its body is buffered.
+"""HTTP/2 frame boundaries in the bytes as they come, for what ``h2`` does not do itself.
 
-``h2`` checks a frame's length against SETTINGS_MAX_FRAME_SIZE only once the whole frame has
-arrived, so a client announcing a 16 MiB frame (the 24-bit maximum) makes it buffer 16 MiB per
-connection before the error. This tracks frame boundaries in the bytes as they come (a 9-byte
-header, then the body it announces) and says so at the header.
+- ``h2`` checks a frame's length against SETTINGS_MAX_FRAME_SIZE only once the whole frame has
+  arrived, so a client announcing a 16 MiB frame (the 24-bit maximum) makes it buffer 16 MiB per
+  connection before the error. :class:`FrameLengthGuard` says so at the header.
+- ``h2`` treats a connection as closed from the GOAWAY frame on and refuses the frames after it in
+  the same read, answers a graceful GOAWAY still promises. :class:`FrameSplitter` hands over whole
+  frames, so a caller can take GOAWAYs out before h2 sees them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import h2.exceptions
 
@@ -43,3 +47,45 @@ class FrameLengthGuard:
                     )
                 self._skip = length
                 self._header.clear()
+
+
+GOAWAY = 0x7
+
+
+@dataclass(frozen=True)
+class GoAway:
+    """A GOAWAY frame's content: the last stream the sender will still answer, and why it goes."""
+
+    last_stream_id: int
+    error_code: int
+
+
+def goaway_of(frame: bytes) -> GoAway | None:
+    """The GOAWAY ``frame`` (a whole frame, header included) is, or None for any other frame."""
+    if len(frame) < FRAME_HEADER_BYTES + 8 or frame[3] != GOAWAY:
+        return None
+    body = frame[FRAME_HEADER_BYTES:]
+    return GoAway(int.from_bytes(body[:4], "big") & 0x7FFF_FFFF, int.from_bytes(body[4:8], "big"))
+
+
+class FrameSplitter:
+    """Whole frames out of the bytes a server sends (it sends no preface), at most ``limit`` long."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; the frames it completed, in order (FrameTooLargeError for an overlong one)."""
+        self._buffer += data
+        frames: list[bytes] = []
+        while len(self._buffer) >= FRAME_HEADER_BYTES:
+            length = int.from_bytes(self._buffer[:3], "big")
+            if length > self._limit:
+                raise h2.exceptions.FrameTooLargeError(f"frame of {length} bytes; the limit is {self._limit}")
+            end = FRAME_HEADER_BYTES + length
+            if len(self._buffer) < end:
+                break
+            frames.append(bytes(self._buffer[:end]))
+            del self._buffer[:end]
+        return frames

@@ -197,7 +197,7 @@ def test_reset_mid_stream_ends_the_stream_and_the_connection_serves_on(
 ) -> None:
     client = raw_client()
     client.handshake()
-    stream_id = client.request("/t.T/Forever", b"100")
+    stream_id = client.request("/t.T/Forever", b"65536")
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
     client.conn.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
     client.flush()
@@ -211,7 +211,7 @@ def test_goaway_from_the_client_ends_its_streams(
 ) -> None:
     client = raw_client()
     client.handshake()
-    client.request("/t.T/Forever", b"100")
+    client.request("/t.T/Forever", b"65536")
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
     client.conn.close_connection()
     client.flush()

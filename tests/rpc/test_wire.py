@@ -15,6 +15,8 @@ from hcs_deviceplugin.rpc.wire import (
     CompressedMessage,
     MessageReader,
     MessageTooLarge,
+    code_of_http_status,
+    code_of_reset,
     decode_message,
     encode_message,
     frame,
@@ -171,3 +173,32 @@ def test_status_headers_round_trip(code: Code, details: str) -> None:
 )
 def test_timeout_header(seconds: float, header: bytes) -> None:
     assert timeout_header(seconds) == header
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        pytest.param(b"404", Code.UNIMPLEMENTED, id="404"),
+        pytest.param(b"504", Code.UNAVAILABLE, id="504"),
+        pytest.param(b"418", Code.UNKNOWN, id="unlisted"),
+        pytest.param(b"", Code.UNKNOWN, id="missing"),
+        pytest.param(b"2oo", Code.UNKNOWN, id="not-a-number"),
+    ],
+)
+def test_code_of_http_status(status: bytes, code: Code) -> None:
+    assert code_of_http_status(status) is code
+
+
+@pytest.mark.parametrize(
+    ("error_code", "code"),
+    [
+        pytest.param(0x0, Code.INTERNAL, id="NO_ERROR"),
+        pytest.param(0x7, Code.UNAVAILABLE, id="REFUSED_STREAM"),
+        pytest.param(0x8, Code.CANCELLED, id="CANCEL"),
+        pytest.param(0xB, Code.RESOURCE_EXHAUSTED, id="ENHANCE_YOUR_CALM"),
+        pytest.param(0xC, Code.PERMISSION_DENIED, id="INADEQUATE_SECURITY"),
+        pytest.param(0xFF, Code.INTERNAL, id="unknown"),
+    ],
+)
+def test_code_of_reset(error_code: int, code: Code) -> None:
+    assert code_of_reset(error_code) is code
