@@ -7,16 +7,18 @@ Threads, and why:
   latency (the whole point of Allocate's budget);
 - one thread per **server stream** (ListAndWatch), which blocks in its generator between messages.
 
-Sending never waits on the peer's flow-control window with a lock held, and the reader never waits
-at all: what does not fit in the window is queued per call and pumped out when a WINDOW_UPDATE
-arrives, so a reader answering a call cannot deadlock against the window it is the one to read. A
-stream's producer is held back once its queue passes :data:`STREAM_BACKLOG_BYTES` (a client that
-stops reading costs bounded memory), and cancelling a call never needs a lock a blocked send holds:
-it sets flags and wakes waiters, and the call's own thread resets the stream.
+Nothing ever waits with the connection's lock held. Sends never block: what does not fit in the
+peer's flow-control window is queued per call and pumped out when a WINDOW_UPDATE arrives, and what
+the socket does not take at once waits in the connection's unsent buffer, which the reader thread
+(polling the socket for both directions) writes out as the socket drains. So a reader answering a
+call cannot deadlock against the window or the socket it is the one to read, a RST_STREAM or
+GOAWAY is always read, and a cancel or stop never waits behind a stuck send. Pumping stops while
+:data:`UNSENT_LIMIT_BYTES` are unsent, and a stream's producer is held back once its own queue
+passes :data:`STREAM_BACKLOG_BYTES`, so a client that stops reading costs bounded memory; the
+producer's wait ends the moment the call is cancelled or the connection closes.
 
-A socket send blocked on a peer that stopped reading gives up after :data:`SEND_TIMEOUT_S` and the
-connection is dropped, so a stuck client cannot hold a thread (or the connection's lock) forever. A
-client that connects and says nothing is dropped after :data:`HANDSHAKE_TIMEOUT_S`, and when
+A peer that takes nothing we send for :data:`SEND_TIMEOUT_S` is dropped. A client that connects
+and says nothing is dropped after :data:`HANDSHAKE_TIMEOUT_S`, and when
 :data:`MAX_CONNECTIONS` are open the longest-idle one without a call makes room for a newcomer, so
 idle sockets cannot lock kubelet out.
 
@@ -31,8 +33,8 @@ import contextlib
 import errno
 import logging
 import os
+import select
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -71,6 +73,9 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
 SEND_TIMEOUT_S = 10.0
+"""How long a peer may take none of what we have to send before the connection is dropped."""
+UNSENT_LIMIT_BYTES = 256 * 1024
+"""Bytes past h2 but not yet taken by the socket at which pumping pauses until the socket drains."""
 HANDSHAKE_TIMEOUT_S = 5.0
 """How long a new connection may take to send the HTTP/2 preface and its SETTINGS."""
 ACCEPT_RETRY_S = 0.05
@@ -83,12 +88,6 @@ _UNSUPPORTED_MEDIA_TYPE = [(b":status", b"415"), (b"content-type", CONTENT_TYPE)
 def _is_grpc(content_type: bytes) -> bool:
     """``application/grpc``, alone or with a ``+format`` or parameters (the spec's Content-Type)."""
     return content_type == CONTENT_TYPE or content_type.startswith((CONTENT_TYPE + b"+", CONTENT_TYPE + b";"))
-
-
-def _timeval(seconds: float) -> bytes:
-    """A ``struct timeval`` for SO_SNDTIMEO/SO_RCVTIMEO (0 means wait without a bound)."""
-    whole = int(seconds)
-    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 
 
 class Message(Protocol):
@@ -183,7 +182,7 @@ class _Call:
         self.context = CallContext(method_name)
         self.reader = MessageReader(MAX_MESSAGE_BYTES)
         self.requests: list[bytes] = []
-        self.outbound: deque[bytes] = deque()
+        self.outbound: deque[memoryview] = deque()
         self.queued = 0
         self.headers_sent = False
         self.trailers: list[tuple[bytes, bytes]] | None = None
@@ -193,6 +192,7 @@ class _Call:
         self.request_ended = False
         self.error: tuple[Code, str] | None = None
         self.http_status: list[tuple[bytes, bytes]] = _RESPONSE_HEADERS
+        self.context.add_callback(self.drained.set)  # a producer waiting for room wakes when it ends
 
 
 class _Connection:
@@ -211,6 +211,10 @@ class _Connection:
         self._greeted = False
         self._last_stream_id: int | None = None
         """Set once our GOAWAY went out: streams above it are refused, those up to it answered."""
+        self._unsent = bytearray()
+        self._stalled_since: float | None = None
+        """When the socket last took bytes while more were waiting (None: nothing waits)."""
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.last_active = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"{server.name}-conn", daemon=True)
 
@@ -218,25 +222,8 @@ class _Connection:
 
     def _run(self) -> None:
         try:
-            with self._lock:
-                self._h2.initiate_connection()
-                self._h2.update_settings(
-                    {
-                        h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
-                        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
-                        h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
-                    }
-                )
-                self._h2.increment_flow_control_window(RECEIVE_WINDOW)
-                self._flush_locked()
-            while True:
-                data = self._sock.recv(READ_CHUNK)
-                if not data:
-                    return
-                self.last_active = time.monotonic()
-                ready = self._receive(data)
-                for call in ready:
-                    self._dispatch(call)
+            self._greet()
+            self._serve()
         except (OSError, h2.exceptions.ProtocolError) as exc:
             if not self._closed:
                 log.debug("%s: connection ended: %s", self._server.name, exc)
@@ -244,7 +231,57 @@ class _Connection:
             log.exception("%s: connection reader failed", self._server.name)
         finally:
             self.close()
+            self._release()
             self._server._forget(self)
+
+    def _greet(self) -> None:
+        with self._lock:
+            self._h2.initiate_connection()
+            self._h2.update_settings(
+                {
+                    h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+                    h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
+                    h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
+                }
+            )
+            self._h2.increment_flow_control_window(RECEIVE_WINDOW)
+            self._flush_locked()
+
+    def _serve(self) -> None:
+        """Read, and write what waits, as the socket allows, until the peer or we end it."""
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        opened = time.monotonic()
+        while not self._closed:
+            with self._lock:
+                writing = bool(self._unsent)
+                stalled_since = self._stalled_since
+            poller.register(self._sock, select.POLLIN | (select.POLLOUT if writing else 0))
+            deadline = None if self._greeted else opened + HANDSHAKE_TIMEOUT_S
+            if stalled_since is not None:
+                stall_end = stalled_since + SEND_TIMEOUT_S
+                deadline = stall_end if deadline is None else min(deadline, stall_end)
+            wait_ms = None if deadline is None else max(int((deadline - time.monotonic()) * 1000), 0)
+            ready = dict(poller.poll(wait_ms))
+            if self._wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+            if not ready and deadline is not None and time.monotonic() >= deadline:
+                reason = "sent no HTTP/2 preface" if not self._greeted else "took nothing we sent"
+                raise TimeoutError(f"the client {reason} in time")
+            flags = ready.get(self._sock.fileno(), 0)
+            if flags & select.POLLOUT:
+                with self._lock:
+                    self._write_locked()
+                    self._pump_locked()
+                    self._flush_locked()
+            if flags & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                data = self._sock.recv(READ_CHUNK)
+                if not data:
+                    return
+                self.last_active = time.monotonic()
+                for call in self._receive(data):
+                    self._dispatch(call)
 
     def _receive(self, data: bytes) -> list[_Call]:
         """Feed bytes to h2; the calls whose request is complete, to dispatch outside the lock."""
@@ -277,14 +314,11 @@ class _Connection:
                     if call is not None:
                         call.closed = True
                         call.context.cancel()
-                        call.drained.set()
                 elif isinstance(event, h2.events.WindowUpdated):
                     pump = True
                 elif isinstance(event, h2.events.RemoteSettingsChanged):
                     pump = True
-                    if not self._greeted:  # the preface is complete: no more handshake deadline
-                        self._greeted = True
-                        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(0))
+                    self._greeted = True  # the preface is complete: no more handshake deadline
                 elif isinstance(event, h2.events.ConnectionTerminated):
                     self._closed = True
             if pump:
@@ -380,7 +414,10 @@ class _Connection:
                 name=f"{self._server.name}-stream",
                 daemon=True,
             )
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:  # out of threads: this call fails, the connection lives
+                self._finish(call, None, Code.RESOURCE_EXHAUSTED, f"no thread for the stream: {exc}")
 
     def _answer_unary(self, call: _Call, method: Unary, request: Any) -> None:
         try:
@@ -397,10 +434,11 @@ class _Connection:
     def _run_stream(self, call: _Call, method: ServerStream, request: Any) -> None:
         code, details = Code.OK, ""
         try:
-            for response in method.handle(request, call.context):
-                if call.context.cancelled:
-                    break
-                self._send_message(call, frame(response.SerializeToString()))
+            with contextlib.closing(method.handle(request, call.context)) as responses:  # type: ignore[type-var]
+                for response in responses:
+                    if call.context.cancelled:
+                        break
+                    self._send_message(call, frame(response.SerializeToString()))
         except RpcError as exc:
             code, details = exc.code, exc.details
         except Exception as exc:
@@ -419,7 +457,7 @@ class _Connection:
             with self._lock:
                 if call.queued < STREAM_BACKLOG_BYTES:
                     self._start_response_locked(call)
-                    call.outbound.append(payload)
+                    call.outbound.append(memoryview(payload))
                     call.queued += len(payload)
                     self._pump_locked()
                     self._flush_locked()
@@ -438,7 +476,7 @@ class _Connection:
             else:
                 self._start_response_locked(call)
                 if payload is not None:
-                    call.outbound.append(payload)
+                    call.outbound.append(memoryview(payload))
                     call.queued += len(payload)
                 call.trailers = status_headers(code, details)
                 self._pump_locked()
@@ -461,50 +499,74 @@ class _Connection:
             call.headers_sent = True
 
     def _pump_locked(self) -> None:
-        """Send what the windows allow, call by call, and the trailers of calls with nothing left."""
+        """Hand h2 what the windows allow, call by call, and the trailers of calls with nothing left;
+        nothing while :data:`UNSENT_LIMIT_BYTES` wait for the socket."""
+        budget = UNSENT_LIMIT_BYTES - len(self._unsent)
         for call in list(self._calls.values()):
             if call.closed:
                 continue
             try:
-                self._pump_call_locked(call)
+                budget = self._pump_call_locked(call, budget)
             except h2.exceptions.ProtocolError as exc:  # the stream closed under us
                 log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
                 call.closed = True
                 self._calls.pop(call.stream_id, None)
-                call.drained.set()
                 call.context.cancel()
 
-    def _pump_call_locked(self, call: _Call) -> None:
+    def _pump_call_locked(self, call: _Call, budget: int) -> int:
+        """Pump one call within ``budget`` bytes; the budget left."""
         while call.outbound:
             window = min(self._h2.local_flow_control_window(call.stream_id), self._h2.max_outbound_frame_size)
-            if window <= 0:
-                return
+            if window <= 0 or budget <= 0:
+                return budget
             chunk = call.outbound[0]
             if len(chunk) > window:
                 call.outbound[0] = chunk[window:]
                 chunk = chunk[:window]
             else:
                 call.outbound.popleft()
-            self._h2.send_data(call.stream_id, chunk)
+            self._h2.send_data(call.stream_id, bytes(chunk))
             call.queued -= len(chunk)
+            budget -= len(chunk)
         call.drained.set()
         if call.trailers is not None:
             self._h2.send_headers(call.stream_id, call.trailers, end_stream=True)
             call.closed = True
             self._calls.pop(call.stream_id, None)
             call.context._finish()
+        return budget
 
     def _flush_locked(self) -> None:
         self._send_locked(self._h2.data_to_send())
 
     def _send_locked(self, data: bytes) -> None:
-        if data and not self._closed:
+        """Queue ``data`` behind what is unsent and write what the socket takes now (never waits)."""
+        if self._closed:
+            return
+        was_empty = not self._unsent
+        self._unsent += data
+        self._write_locked()
+        if was_empty and self._unsent and threading.get_ident() != self.thread.ident:
+            with contextlib.suppress(BlockingIOError):  # full: the reader is awake already
+                os.write(self._wake_write, b"w")  # the reader polls for writability from now on
+
+    def _write_locked(self) -> None:
+        while self._unsent and not self._closed:
             try:
-                self._sock.sendall(data)
+                sent = self._sock.send(self._unsent, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
             except OSError:
                 self._closed = True
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_RDWR)
+                return
+            del self._unsent[:sent]
+            self._stalled_since = time.monotonic()
+        if not self._unsent:
+            self._stalled_since = None
+        elif self._stalled_since is None:
+            self._stalled_since = time.monotonic()
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -542,18 +604,36 @@ class _Connection:
         finally:
             self._lock.release()
 
+    def abandon(self) -> None:
+        """Release a connection whose reader thread never started."""
+        self.close()
+        self._release()
+        self._server._forget(self)
+
     def close(self) -> None:
-        """Cut the connection: every call on it is cancelled and the reader thread ends."""
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        calls = list(self._calls.values())
-        for call in calls:
+        """Cut the connection: every call on it is cancelled and the reader thread ends.
+
+        The reader closes the descriptors (:meth:`_release`); closing them here could hand their
+        numbers to new files that the reader would then poll or a sender write to.
+        """
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+            calls = list(self._calls.values())
+        for call in calls:  # outside the lock: cancel runs the handlers' callbacks
             call.closed = True
             call.context.cancel()
-            call.drained.set()
-        with contextlib.suppress(OSError):
-            self._sock.close()
+
+    def _release(self) -> None:
+        """Close the descriptors; once closed (under the lock), no sender touches them again."""
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            os.close(self._wake_read)
+            os.close(self._wake_write)
 
 
 class RpcServer:
@@ -616,8 +696,6 @@ class RpcServer:
                 log.warning("%s: accept failed: %s", self.name, exc)
                 self._stopped.wait(ACCEPT_RETRY_S)
                 continue
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(HANDSHAKE_TIMEOUT_S))
             if not self._make_room():
                 sock.close()
                 log.warning("%s: %d connections open, all busy; refusing another", self.name, MAX_CONNECTIONS)
@@ -629,7 +707,11 @@ class RpcServer:
                 connection = _Connection(self, sock)
                 self._connections.add(connection)
                 self._all_closed.clear()
-            connection.thread.start()
+            try:
+                connection.thread.start()
+            except RuntimeError as exc:  # out of threads: drop this one, keep accepting
+                log.warning("%s: no thread for a new connection: %s", self.name, exc)
+                connection.abandon()
 
     def _make_room(self) -> bool:
         """Below :data:`MAX_CONNECTIONS`, or made so by closing the longest-idle connection with no
