@@ -33,7 +33,9 @@ from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
     MAX_MESSAGE_BYTES,
+    CompressedMessage,
     MessageReader,
+    MessageTooLarge,
     code_of_http_status,
     code_of_reset,
     frame,
@@ -150,7 +152,7 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
                 headers = dict(event.headers or ())
             elif isinstance(event, h2.events.DataReceived) and event.stream_id == stream_id:
                 conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
-                messages.extend(reader.feed(event.data or b""))
+                messages.extend(_read(reader, event.data or b"", method))
             elif isinstance(event, h2.events.TrailersReceived) and event.stream_id == stream_id:
                 trailers = dict(event.headers or ())
             elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream_id:
@@ -179,6 +181,16 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
     if len(messages) != 1 or reader.partial:
         raise RpcError(Code.INTERNAL, f"{method}: expected one response message, got {len(messages)}")
     return messages[0]
+
+
+def _read(reader: MessageReader, data: bytes, method: str) -> list[bytes]:
+    """The answer messages ``data`` completes; an answer we refuse is a status, as grpc's clients say."""
+    try:
+        return reader.feed(data)
+    except MessageTooLarge as exc:
+        raise RpcError(Code.RESOURCE_EXHAUSTED, f"{method}: {exc}") from exc
+    except CompressedMessage as exc:
+        raise RpcError(Code.INTERNAL, f"{method}: {exc}") from exc
 
 
 def _events(conn: h2.connection.H2Connection, frames: list[bytes], stream_id: int) -> list[h2.events.Event]:

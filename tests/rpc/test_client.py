@@ -22,7 +22,7 @@ from hcs_deviceplugin.kubelet.podresources import list_allocations
 from hcs_deviceplugin.rpc.client import CallHandle, unary_call
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.status import Code, RpcError
-from hcs_deviceplugin.rpc.wire import frame
+from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES, frame
 from tests.rpc.conftest import WAIT, Methods, wait_until
 
 
@@ -401,6 +401,13 @@ def test_a_peer_that_hangs_up_mid_answer_is_unavailable(scripted: Callable[[Scri
 @pytest.mark.parametrize(
     ("body", "trailers", "code"),
     [
+        pytest.param(
+            b"\x00" + (MAX_MESSAGE_BYTES + 1).to_bytes(4, "big"),
+            [],
+            Code.RESOURCE_EXHAUSTED,
+            id="over-the-limit",
+        ),
+        pytest.param(b"\x01\x00\x00\x00\x01a", [], Code.INTERNAL, id="compressed"),
         pytest.param(frame(b"a") + frame(b"b"), [(b"grpc-status", b"0")], Code.INTERNAL, id="two-answers"),
         pytest.param(b"", [(b"grpc-status", b"0")], Code.INTERNAL, id="no-answer"),
         pytest.param(frame(b"abc")[:4], [(b"grpc-status", b"0")], Code.INTERNAL, id="cut-answer"),

@@ -19,6 +19,15 @@ def test_unary_echo_of_a_request_larger_than_one_frame(channel: grpc.Channel) ->
     assert unary(channel, "/t.T/Echo")(request, timeout=WAIT) == request
 
 
+def test_an_answer_far_larger_than_the_window_and_the_unsent_limit(server: RpcServer) -> None:
+    request = bytes(range(256)) * 32 * 1024  # 8 MiB: flow control and socket drain both pace it
+    with grpc.insecure_channel(
+        f"unix:{server.path}",
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+    ) as chan:
+        assert unary(chan, "/t.T/Echo")(request, timeout=WAIT) == request
+
+
 def test_empty_request_and_answer(channel: grpc.Channel) -> None:
     assert unary(channel, "/t.T/Echo")(b"", timeout=WAIT) == b""
 

@@ -186,6 +186,15 @@ def test_an_oversized_message_is_refused_at_its_prefix_and_the_client_told_to_st
         pytest.param({"content-type": "text/html"}, b"415", b"13", id="not-grpc"),
         pytest.param({"content-type": "application/grpcx"}, b"415", b"13", id="grpc-prefix-only"),
         pytest.param({"content-type": "application/grpc+proto"}, b"200", b"0", id="grpc-proto"),
+        pytest.param(  # what grpc-go sends when kubelet dials a bare socket path
+            {":authority": "/var/lib/kubelet/device-plugins/a.sock", "user-agent": "grpc-go/1.72.0"},
+            b"200",
+            b"0",
+            id="go-authority",
+        ),
+        pytest.param(
+            {"grpc-timeout": "4999785u", "grpc-accept-encoding": "gzip"}, b"200", b"0", id="go-timeout"
+        ),
         pytest.param({"grpc-encoding": "gzip"}, b"200", b"12", id="compressed"),
         pytest.param({":path": "/t.T/Missing"}, b"200", b"12", id="unknown-method"),
     ],
