@@ -17,6 +17,7 @@ import h2.events
 import pytest
 
 from hcs_deviceplugin.rpc import server as server_module
+from hcs_deviceplugin.rpc.frameguard import FrameSplitter, GoAway, goaway_of
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES, frame
 from tests.rpc.conftest import WAIT, Methods, RawClient, unary, wait_until
@@ -327,3 +328,33 @@ def test_stop_with_grace_is_not_held_up_by_a_client_that_stopped_reading(
     assert server.stop(0.2).wait(WAIT)
     assert time.monotonic() - started < 2.0
     assert methods.stream_ended.wait(WAIT)
+
+
+def test_after_our_goaway_new_streams_are_refused_and_earlier_ones_answered(
+    server: RpcServer, raw_client: ClientFactory
+) -> None:
+    client = raw_client()
+    client.handshake()
+    first = client.request("/t.T/Echo", b"before")
+    assert client.status(first)[b"grpc-status"] == b"0"
+    held = client.request("/t.T/Echo", None, end=False)  # opened before the GOAWAY, finished after
+    wait_until(lambda: all(c._h2.highest_inbound_stream_id == held for c in list(server._connections)))
+    (connection,) = server._connections
+    connection.goaway()
+    late = client.request("/t.T/Echo", b"after")  # our h2 has not read the GOAWAY, so it sends
+    client.conn.send_data(held, frame(b"late half"), end_stream=True)
+    client.flush()
+    splitter = FrameSplitter(2**24)
+    frames: list[bytes] = []
+    client.sock.settimeout(WAIT)
+
+    def seen(frame_type: int, stream_id: int) -> list[bytes]:
+        return [f for f in frames if f[3] == frame_type and int.from_bytes(f[5:9], "big") == stream_id]
+
+    while not (seen(0x3, late) and seen(0x1, held) and len(seen(0x1, held)) == 2):
+        frames.extend(splitter.feed(client.sock.recv(65536)))
+    goaway = next(goaway_of(f) for f in frames if goaway_of(f) is not None)
+    assert goaway == GoAway(last_stream_id=held, error_code=0)
+    (rst,) = seen(0x3, late)
+    assert int.from_bytes(rst[9:13], "big") == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert b"late half" in b"".join(seen(0x0, held))
