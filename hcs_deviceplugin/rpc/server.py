@@ -76,6 +76,9 @@ SEND_TIMEOUT_S = 10.0
 """How long a peer may take none of what we have to send before the connection is dropped."""
 UNSENT_LIMIT_BYTES = 256 * 1024
 """Bytes past h2 but not yet taken by the socket at which pumping pauses until the socket drains."""
+READ_PAUSE_BYTES = 4 * UNSENT_LIMIT_BYTES
+"""Unsent bytes at which we stop reading too: a client that sends (PINGs, say) but never reads
+would otherwise grow the unsent buffer with our answers until the send timeout."""
 HANDSHAKE_TIMEOUT_S = 5.0
 """How long a new connection may take to send the HTTP/2 preface and its SETTINGS."""
 ACCEPT_RETRY_S = 0.05
@@ -254,9 +257,10 @@ class _Connection:
         opened = time.monotonic()
         while not self._closed:
             with self._lock:
-                writing = bool(self._unsent)
+                unsent = len(self._unsent)
                 stalled_since = self._stalled_since
-            poller.register(self._sock, select.POLLIN | (select.POLLOUT if writing else 0))
+            reading = select.POLLIN if unsent < READ_PAUSE_BYTES else 0
+            poller.register(self._sock, reading | (select.POLLOUT if unsent else 0))
             deadline = None if self._greeted else opened + HANDSHAKE_TIMEOUT_S
             if stalled_since is not None:
                 stall_end = stalled_since + SEND_TIMEOUT_S
@@ -266,7 +270,7 @@ class _Connection:
             if self._wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_read, 4096)
-            if not ready and deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:  # busy or not
                 reason = "sent no HTTP/2 preface" if not self._greeted else "took nothing we sent"
                 raise TimeoutError(f"the client {reason} in time")
             flags = ready.get(self._sock.fileno(), 0)

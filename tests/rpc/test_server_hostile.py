@@ -14,6 +14,7 @@ from collections.abc import Callable
 import grpc
 import h2.errors
 import h2.events
+import hyperframe.frame
 import pytest
 
 from hcs_deviceplugin.rpc import server as server_module
@@ -358,3 +359,19 @@ def test_after_our_goaway_new_streams_are_refused_and_earlier_ones_answered(
     (rst,) = seen(0x3, late)
     assert int.from_bytes(rst[9:13], "big") == h2.errors.ErrorCodes.REFUSED_STREAM
     assert b"late half" in b"".join(seen(0x0, held))
+
+
+def test_a_client_that_pings_but_never_reads_is_dropped(
+    server: RpcServer, raw_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every PING queues an ACK; a client that keeps sending cannot keep the send timeout away."""
+    monkeypatch.setattr(server_module, "SEND_TIMEOUT_S", 0.3)
+    client = raw_client()
+    client.handshake()
+    pings = hyperframe.frame.PingFrame(0, b"12345678").serialize() * 4096  # sent as fast as the socket takes
+    deadline = time.monotonic() + WAIT
+    with pytest.raises((BrokenPipeError, ConnectionResetError)):  # not TimeoutError: the server is gone
+        while time.monotonic() < deadline:
+            client.sock.sendall(pings)
+        raise AssertionError("still connected")
+    assert serves(server)
