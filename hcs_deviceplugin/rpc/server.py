@@ -352,8 +352,10 @@ class _Connection:
             call.error = (Code.UNIMPLEMENTED, "compression is not supported")
         elif call.method is None:
             call.error = (Code.UNIMPLEMENTED, f"Method not found: {name}")
-        if event.stream_ended is not None:
-            call.request_ended = True
+        call.request_ended = event.stream_ended is not None
+        if call.error is not None:  # at once, as grpc-go does, not after a request we would discard
+            self._refuse_locked(call, *call.error)
+        elif call.request_ended:
             self._request_complete_locked(call, [])
 
     def _data_locked(self, event: h2.events.DataReceived) -> None:

@@ -375,3 +375,13 @@ def test_a_client_that_pings_but_never_reads_is_dropped(
             client.sock.sendall(pings)
         raise AssertionError("still connected")
     assert serves(server)
+
+
+def test_a_call_to_an_unknown_method_is_refused_before_its_request_ends(raw_client: ClientFactory) -> None:
+    client = raw_client()
+    client.handshake()
+    stream_id = client.request("/t.T/Missing", None, end=False)
+    assert client.status(stream_id)[b"grpc-status"] == b"12"
+    reset = client.read_until(lambda e: isinstance(e, h2.events.StreamReset) and e.stream_id == stream_id)
+    assert isinstance(reset, h2.events.StreamReset)
+    assert reset.error_code == h2.errors.ErrorCodes.NO_ERROR
