@@ -461,11 +461,13 @@ class _Connection:
         """Queue one message of a stream; waits (without a lock) while its backlog is too large."""
         while not call.context.cancelled and not call.closed:
             with self._lock:
+                if call.closed:  # reset while we waited for the lock
+                    return
                 if call.queued < STREAM_BACKLOG_BYTES:
-                    self._start_response_locked(call)
-                    call.outbound.append(memoryview(payload))
-                    call.queued += len(payload)
-                    self._pump_locked()
+                    if self._start_response_locked(call):
+                        call.outbound.append(memoryview(payload))
+                        call.queued += len(payload)
+                        self._pump_locked()
                     self._flush_locked()
                     return
                 call.drained.clear()
@@ -479,8 +481,7 @@ class _Connection:
                 return
             if payload is None and not call.headers_sent and not call.outbound:
                 self._refuse_locked(call, code, details)
-            else:
-                self._start_response_locked(call)
+            elif self._start_response_locked(call):
                 if payload is not None:
                     call.outbound.append(memoryview(payload))
                     call.queued += len(payload)
@@ -499,10 +500,19 @@ class _Connection:
                 self._flush_locked()
         call.context._finish()
 
-    def _start_response_locked(self, call: _Call) -> None:
+    def _start_response_locked(self, call: _Call) -> bool:
+        """Send the response headers once; False if h2 has closed the stream (then so do we)."""
         if not call.headers_sent:
-            self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
+            try:
+                self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
+            except h2.exceptions.ProtocolError as exc:
+                log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
+                call.closed = True
+                self._calls.pop(call.stream_id, None)
+                call.context.cancel()
+                return False
             call.headers_sent = True
+        return True
 
     def _pump_locked(self) -> None:
         """Hand h2 what the windows allow, call by call, and the trailers of calls with nothing left;

@@ -385,3 +385,16 @@ def test_a_call_to_an_unknown_method_is_refused_before_its_request_ends(raw_clie
     reset = client.read_until(lambda e: isinstance(e, h2.events.StreamReset) and e.stream_id == stream_id)
     assert isinstance(reset, h2.events.StreamReset)
     assert reset.error_code == h2.errors.ErrorCodes.NO_ERROR
+
+
+def test_a_stream_h2_closes_under_a_pending_answer_costs_only_that_stream(raw_client: ClientFactory) -> None:
+    """DATA after END_STREAM makes h2 reset the stream itself, before the answer is sent."""
+    client = raw_client()
+    client.handshake()
+    stream_id = client.request("/t.T/Echo", None, end=False)
+    client.conn.send_data(stream_id, frame(b"first"), end_stream=True)
+    stray = hyperframe.frame.DataFrame(stream_id, frame(b"stray"))
+    client.sock.sendall(client.conn.data_to_send() + stray.serialize())  # one read: h2 resets first
+    client.read_until(lambda e: isinstance(e, h2.events.StreamReset | h2.events.StreamEnded))
+    again = client.request("/t.T/Echo", b"again")
+    assert client.status(again)[b"grpc-status"] == b"0"
