@@ -24,7 +24,9 @@ idle sockets cannot lock kubelet out.
 
 A graceful stop sends its GOAWAY frame itself rather than through ``h2``: h2 treats a connection as
 closed once a GOAWAY has passed either way and refuses to send the answers still owed, which the
-gRPC spec (and RFC 9113 §6.8) says go out in full.
+gRPC spec (and RFC 9113 §6.8) says go out in full. For the same reason a client's GOAWAY is taken
+out of the bytes before h2 reads them: the calls it had sent are answered, then the connection
+closes (at once if the GOAWAY carries an error).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import h2.exceptions
 import h2.settings
 import hyperframe.frame
 
-from hcs_deviceplugin.rpc.frameguard import FrameLengthGuard
+from hcs_deviceplugin.rpc.frameguard import ClientFrames
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
@@ -207,13 +209,15 @@ class _Connection:
         self._h2 = h2.connection.H2Connection(
             config=h2.config.H2Configuration(client_side=False, header_encoding=None)
         )
-        self._guard = FrameLengthGuard(self._h2.local_settings.max_frame_size)
+        self._frames = ClientFrames(self._h2.local_settings.max_frame_size)
         self._lock = threading.Lock()
         self._calls: dict[int, _Call] = {}
         self._closed = False
         self._greeted = False
         self._last_stream_id: int | None = None
         """Set once our GOAWAY went out: streams above it are refused, those up to it answered."""
+        self._client_leaving = False
+        """The client sent GOAWAY: its calls in flight are answered, then the connection closes."""
         self._unsent = bytearray()
         self._stalled_since: float | None = None
         """When the socket last took bytes while more were waiting (None: nothing waits)."""
@@ -259,6 +263,8 @@ class _Connection:
             with self._lock:
                 unsent = len(self._unsent)
                 stalled_since = self._stalled_since
+                if self._client_leaving and not self._calls and not unsent:
+                    return  # all it asked for is answered
             reading = select.POLLIN if unsent < READ_PAUSE_BYTES else 0
             poller.register(self._sock, reading | (select.POLLOUT if unsent else 0))
             deadline = None if self._greeted else opened + HANDSHAKE_TIMEOUT_S
@@ -292,13 +298,13 @@ class _Connection:
         ready: list[_Call] = []
         with self._lock:
             try:
-                self._guard.check(data)
-            except h2.exceptions.FrameTooLargeError:
-                self._h2.close_connection(h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+                data, goaways = self._frames.feed(data)
+            except h2.exceptions.ProtocolError as exc:
+                self._h2.close_connection(exc.error_code)
                 self._flush_locked()
                 raise
             try:
-                events = self._h2.receive_data(data)
+                events = self._h2.receive_data(data) if data else []
             except h2.exceptions.ProtocolError:
                 self._flush_locked()  # h2 queued the GOAWAY that says why
                 raise
@@ -323,13 +329,13 @@ class _Connection:
                 elif isinstance(event, h2.events.RemoteSettingsChanged):
                     pump = True
                     self._greeted = True  # the preface is complete: no more handshake deadline
-                elif isinstance(event, h2.events.ConnectionTerminated):
-                    self._closed = True
+            for goaway in goaways:
+                self._client_leaving = True
+                if goaway.error_code != h2.errors.ErrorCodes.NO_ERROR:
+                    raise OSError(errno.ECONNRESET, f"the client went away with error {goaway.error_code}")
             if pump:
                 self._pump_locked()
             self._flush_locked()
-        if self._closed:
-            raise OSError(errno.ECONNRESET, "peer sent GOAWAY")
         return ready
 
     def _open_call_locked(self, event: h2.events.RequestReceived) -> None:

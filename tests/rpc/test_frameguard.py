@@ -1,4 +1,5 @@
-"""Frame boundaries followed across any chunking, and an overlong frame caught at its header."""
+"""Frame boundaries followed across any chunking: an overlong frame caught at its header, GOAWAYs taken
+out of what h2 is fed, whole frames for the client."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from hcs_deviceplugin.rpc.frameguard import (
     CLIENT_PREFACE_BYTES,
-    FrameLengthGuard,
+    ClientFrames,
     FrameSplitter,
     GoAway,
     goaway_of,
@@ -32,42 +33,66 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("stream", "refused"),
+    ("stream", "error"),
     [
-        pytest.param(PREFACE, False, id="preface-only"),
-        pytest.param(PREFACE + frame_bytes(0), False, id="empty-frame"),
-        pytest.param(PREFACE + frame_bytes(LIMIT), False, id="frame-at-limit"),
-        pytest.param(PREFACE + frame_bytes(LIMIT + 1), True, id="frame-over-limit"),
-        pytest.param(PREFACE + frame_bytes(5) + frame_bytes(LIMIT + 1)[:9], True, id="second-header-over"),
-        pytest.param(PREFACE + b"\xff\xff\xff", False, id="partial-header"),
-        pytest.param(b"\xff" * CLIENT_PREFACE_BYTES, False, id="preface-bytes-not-read-as-a-header"),
+        pytest.param(PREFACE, None, id="preface-only"),
+        pytest.param(PREFACE + frame_bytes(0), None, id="empty-frame"),
+        pytest.param(PREFACE + frame_bytes(LIMIT), None, id="frame-at-limit"),
+        pytest.param(
+            PREFACE + frame_bytes(LIMIT + 1), h2.exceptions.FrameTooLargeError, id="frame-over-limit"
+        ),
+        pytest.param(
+            PREFACE + frame_bytes(5) + frame_bytes(LIMIT + 1)[:9],
+            h2.exceptions.FrameTooLargeError,
+            id="second-header-over",
+        ),
+        pytest.param(PREFACE + b"\xff\xff\xff", None, id="partial-header"),
+        pytest.param(b"\xff" * CLIENT_PREFACE_BYTES, None, id="preface-bytes-not-read-as-a-header"),
+        pytest.param(
+            PREFACE + b"\x00\x00\x04\x07" + b"\x00" * 9, h2.exceptions.ProtocolError, id="short-goaway"
+        ),
+        pytest.param(
+            PREFACE + b"\x00\x00\x08\x07\x00\x00\x00\x00\x01" + b"\x00" * 8,
+            h2.exceptions.ProtocolError,
+            id="goaway-on-a-stream",
+        ),
     ],
 )
-def test_frame_lengths(stream: bytes, refused: bool) -> None:
-    guard = FrameLengthGuard(LIMIT)
-    if refused:
-        with pytest.raises(h2.exceptions.FrameTooLargeError):
-            guard.check(stream)
+def test_client_frames_refuse(stream: bytes, error: type[Exception] | None) -> None:
+    frames = ClientFrames(LIMIT)
+    if error is not None:
+        with pytest.raises(error):
+            frames.feed(stream)
     else:
-        guard.check(stream)
+        frames.feed(stream)
 
 
 @given(
     lengths=st.lists(st.integers(0, LIMIT), max_size=6),
+    goaway_at=st.lists(st.integers(0, 6), max_size=2),
     cuts=st.lists(st.integers(0, 10**6), max_size=20),
     oversized=st.integers(LIMIT + 1, 2**24 - 1),
 )
-def test_any_chunking_passes_valid_frames_and_stops_at_the_overlong_header(
-    lengths: list[int], cuts: list[int], oversized: int
+def test_any_chunking_passes_frames_on_takes_goaways_out_and_stops_at_the_overlong_header(
+    lengths: list[int], goaway_at: list[int], cuts: list[int], oversized: int
 ) -> None:
-    valid = PREFACE + b"".join(frame_bytes(n) for n in lengths)
-    guard = FrameLengthGuard(LIMIT)
-    for chunk in chunked(valid, cuts):
-        guard.check(chunk)
+    frames = [frame_bytes(n) for n in lengths]
+    wire = [*frames]
+    for i, position in enumerate(sorted(goaway_at)):
+        wire.insert(min(position + i, len(wire)), goaway_bytes(i + 1, 0))
+    stream = PREFACE + b"".join(wire)
+    client = ClientFrames(LIMIT)
+    passed, goaways = b"", []
+    for chunk in chunked(stream, cuts):
+        more, found = client.feed(chunk)
+        passed += more
+        goaways += found
+    assert passed == PREFACE + b"".join(frames)
+    assert goaways == [GoAway(i + 1, 0) for i in range(len(goaway_at))]
     header = oversized.to_bytes(3, "big") + b"\x00" * 6
     with pytest.raises(h2.exceptions.FrameTooLargeError):
         for chunk in chunked(header + b"x" * 10, cuts):
-            guard.check(chunk)
+            client.feed(chunk)
 
 
 def goaway_bytes(last: int, error: int) -> bytes:

@@ -233,15 +233,53 @@ def test_reset_mid_stream_ends_the_stream_and_the_connection_serves_on(
     assert client.status(echo)[b"grpc-status"] == b"0"
 
 
-def test_goaway_from_the_client_ends_its_streams(
+def goaway_frame(last_stream_id: int, error_code: int) -> bytes:
+    """A GOAWAY as a client would send it (written raw: h2 refuses to read anything after its own)."""
+    return hyperframe.frame.GoAwayFrame(0, last_stream_id=last_stream_id, error_code=error_code).serialize()
+
+
+def test_a_call_sent_with_the_clients_goaway_is_answered_then_the_connection_closes(
+    raw_client: ClientFactory,
+) -> None:
+    client = raw_client()
+    client.handshake()
+    stream_id = client.request("/t.T/Echo", None, end=False)
+    client.conn.send_data(stream_id, frame(b"last words"), end_stream=True)
+    client.sock.sendall(client.conn.data_to_send() + goaway_frame(0, 0))  # one read for the server
+    assert client.status(stream_id)[b"grpc-status"] == b"0"
+    data = b"".join(e.data or b"" for e in client.events if isinstance(e, h2.events.DataReceived))
+    assert data == frame(b"last words")
+    with pytest.raises(ConnectionError):
+        client.read_until(lambda e: False)
+
+
+def test_a_stream_outlives_the_clients_goaway_until_the_client_hangs_up(
+    raw_client: ClientFactory, methods: Methods
+) -> None:
+    client = raw_client()
+    client.handshake()
+    client.request("/t.T/Forever", b"100")
+    client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
+    client.sock.sendall(goaway_frame(0, 0))
+
+    def messages() -> int:
+        return sum(isinstance(e, h2.events.DataReceived) for e in client.events)
+
+    before = messages()
+    client.read_until(lambda _event: messages() > before + 10)  # still streaming after the GOAWAY
+    assert not methods.stream_ended.is_set()
+    client.close()
+    assert methods.stream_ended.wait(WAIT)
+
+
+def test_goaway_with_an_error_from_the_client_cuts_its_calls(
     server: RpcServer, raw_client: ClientFactory, methods: Methods
 ) -> None:
     client = raw_client()
     client.handshake()
     client.request("/t.T/Forever", b"100")
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
-    client.conn.close_connection()
-    client.flush()
+    client.sock.sendall(goaway_frame(0, h2.errors.ErrorCodes.PROTOCOL_ERROR))
     assert methods.stream_ended.wait(WAIT)
     assert serves(server)
 
