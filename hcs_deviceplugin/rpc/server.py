@@ -131,7 +131,12 @@ class CallContext:
         raise RpcError(code, details)
 
     def cancel(self) -> None:
-        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks."""
+        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks.
+
+        A stream ends with a CANCELLED status after the messages it had queued, not with
+        RST_STREAM: grpcio's client drops a message it has received but not yet read when a reset
+        follows it closely (about one in ten), which lost a draining pool's last, empty list.
+        """
         self._cancelled.set()
         self._finish()
 
@@ -456,10 +461,9 @@ class _Connection:
         except Exception as exc:
             log.exception("%s: %s failed", self._server.name, call.context.method)
             code, details = Code.UNKNOWN, f"Exception calling application: {exc}"
-        if call.context.cancelled:
-            self._reset(call)
-        else:
-            self._finish(call, None, code, details)
+        if call.context.cancelled:  # by us (a client's reset or hang-up has closed the call already)
+            code, details = Code.CANCELLED, "the server ended the call"
+        self._finish(call, None, code, details)
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -494,17 +498,6 @@ class _Connection:
                 call.trailers = status_headers(code, details)
                 self._pump_locked()
             self._flush_locked()
-
-    def _reset(self, call: _Call) -> None:
-        """Cancel a call on the wire (RST_STREAM CANCEL)."""
-        with self._lock:
-            if not call.closed:
-                call.closed = True
-                self._calls.pop(call.stream_id, None)
-                with contextlib.suppress(h2.exceptions.ProtocolError):
-                    self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.CANCEL)
-                self._flush_locked()
-        call.context._finish()
 
     def _start_response_locked(self, call: _Call) -> bool:
         """Send the response headers once; False if h2 has closed the stream (then so do we)."""

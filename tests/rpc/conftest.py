@@ -63,6 +63,7 @@ class Methods:
             "/t.T/Hold": Unary(bytes, self.hold),
             "/t.T/Stream": ServerStream(bytes, self.stream),
             "/t.T/Forever": ServerStream(bytes, self.forever),
+            "/t.T/Last": ServerStream(bytes, self.last),
         }
 
     def echo(self, request: bytes, context: CallContext) -> Raw:
@@ -85,6 +86,12 @@ class Methods:
         count, _, size = request.decode().partition(":")
         for i in range(int(count)):
             yield Raw(bytes([i % 256]) * int(size))
+
+    def last(self, request: bytes, context: CallContext) -> Iterator[Raw]:
+        """One message, then the server cancels the call (as a pool's drain ends ListAndWatch)."""
+        yield Raw(request)
+        context.cancel()
+        yield Raw(b"never sent")
 
     def forever(self, request: bytes, context: CallContext) -> Iterator[Raw]:
         """Messages of ``request``'s size as fast as the transport takes them, until cancelled."""
