@@ -4,6 +4,13 @@ The daemon's calls to kubelet are rare (Register, pod-resources List, our own re
 connection per call costs nothing that matters and has a property the daemon relies on: a socket
 path that a restarted kubelet re-created is always dialled anew, never reached over a connection to
 the process it replaced.
+
+What a Go gRPC server (kubelet) does that grpcio's does not, and how it is met here: a graceful stop
+sends GOAWAY (first with the largest stream id, then the real one) and still finishes the calls
+it names; h2 would refuse every frame after a GOAWAY, so frames reach h2 one by one and a GOAWAY
+that covers our stream and says NO_ERROR is taken out before it, letting the answer through. It
+may also send PINGs (for its flow-control estimate) and WINDOW_UPDATEs at any time; h2 answers the
+PINGs and the answers go out after each read.
 """
 
 from __future__ import annotations
@@ -17,20 +24,27 @@ from pathlib import Path
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 
+from hcs_deviceplugin.rpc.frameguard import FrameSplitter, GoAway, goaway_of
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
     MAX_MESSAGE_BYTES,
+    CompressedMessage,
     MessageReader,
+    MessageTooLarge,
+    code_of_http_status,
+    code_of_reset,
     frame,
     status_of,
     timeout_header,
 )
 
 READ_CHUNK = 65536
+USER_AGENT = b"hcs-deviceplugin-rpc/1"
 
 
 class CallHandle:
@@ -42,12 +56,16 @@ class CallHandle:
         self._cancelled = False
 
     def cancel(self) -> None:
+        """End the call: it raises CANCELLED. Never blocks (a shutdown returns at once).
+
+        The shutdown happens under the lock so the call cannot close its socket meanwhile: a
+        closed descriptor's number may already belong to another socket by then.
+        """
         with self._lock:
             self._cancelled = True
-            sock = self._sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+            if self._sock is not None:
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
 
     @property
     def cancelled(self) -> bool:
@@ -78,7 +96,9 @@ def unary_call(
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))
             sock.connect(os.fspath(path))
-            return _exchange(sock, method, request, deadline, timeout)
+            if handle.cancelled:  # cancelled while connecting, when a shutdown has no effect
+                raise RpcError(Code.CANCELLED, f"{method} cancelled")
+            return _exchange(sock, method, request, deadline)
         except TimeoutError as exc:
             raise RpcError(Code.DEADLINE_EXCEEDED, f"{method}: no answer within {timeout:g} s") from exc
         except (OSError, h2.exceptions.ProtocolError) as exc:
@@ -94,7 +114,7 @@ def unary_call(
         sock.close()
 
 
-def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float, timeout: float) -> bytes:
+def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
     conn = h2.connection.H2Connection(
         config=h2.config.H2Configuration(client_side=True, header_encoding=None)
     )
@@ -109,7 +129,8 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float,
             (b":authority", b"localhost"),
             (b"content-type", CONTENT_TYPE),
             (b"te", b"trailers"),
-            (b"grpc-timeout", timeout_header(timeout)),
+            (b"grpc-timeout", timeout_header(deadline - time.monotonic())),
+            (b"user-agent", USER_AGENT),
         ],
     )
     pending = frame(request)
@@ -119,38 +140,39 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float,
     messages: list[bytes] = []
     headers: dict[bytes, bytes] = {}
     trailers: dict[bytes, bytes] = {}
-    while True:
+    splitter = FrameSplitter(conn.local_settings.max_frame_size)
+    ended = False
+    while not ended:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         data = sock.recv(READ_CHUNK)
         if not data:
             raise OSError("connection closed before the call ended")
-        ended = False
-        for event in conn.receive_data(data):
+        for event in _events(conn, splitter.feed(data), stream_id):
             if isinstance(event, h2.events.ResponseReceived) and event.stream_id == stream_id:
                 headers = dict(event.headers or ())
             elif isinstance(event, h2.events.DataReceived) and event.stream_id == stream_id:
                 conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
-                messages.extend(reader.feed(event.data or b""))
+                messages.extend(_read(reader, event.data or b"", method))
             elif isinstance(event, h2.events.TrailersReceived) and event.stream_id == stream_id:
                 trailers = dict(event.headers or ())
             elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream_id:
                 ended = True
+                break  # the call is over; a reset or GOAWAY after it changes nothing
             elif isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
-                raise RpcError(
-                    Code.CANCELLED if event.error_code == 8 else Code.INTERNAL, f"{method}: stream reset"
-                )
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                raise OSError(f"peer closed the connection (GOAWAY {event.error_code})")
+                code = code_of_reset(event.error_code)
+                raise RpcError(code, f"{method}: stream reset by the peer ({_error_name(event.error_code)})")
             elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged) and pending:
                 pending = _send_what_fits(conn, stream_id, pending)
         outgoing = conn.data_to_send()
-        if outgoing:
+        if outgoing and not ended:
             sock.sendall(outgoing)
-        if ended:
-            break
-    if headers.get(b":status", b"200") != b"200":
-        raise RpcError(Code.UNAVAILABLE, f"{method}: HTTP status {headers.get(b':status', b'?').decode()}")
     status = status_of(trailers) or status_of(headers)
+    http_status = headers.get(b":status", b"")
+    if status is None and http_status != b"200":
+        status = (
+            code_of_http_status(http_status),
+            f"{method}: HTTP status {http_status.decode('ascii', 'replace')}",
+        )
     if status is None:
         raise RpcError(Code.INTERNAL, f"{method}: the answer carried no grpc-status")
     code, details = status
@@ -159,6 +181,49 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float,
     if len(messages) != 1 or reader.partial:
         raise RpcError(Code.INTERNAL, f"{method}: expected one response message, got {len(messages)}")
     return messages[0]
+
+
+def _read(reader: MessageReader, data: bytes, method: str) -> list[bytes]:
+    """The answer messages ``data`` completes; an answer we refuse is a status, as grpc's clients say."""
+    try:
+        return reader.feed(data)
+    except MessageTooLarge as exc:
+        raise RpcError(Code.RESOURCE_EXHAUSTED, f"{method}: {exc}") from exc
+    except CompressedMessage as exc:
+        raise RpcError(Code.INTERNAL, f"{method}: {exc}") from exc
+
+
+def _events(conn: h2.connection.H2Connection, frames: list[bytes], stream_id: int) -> list[h2.events.Event]:
+    """h2's events for ``frames``; a GOAWAY is kept from h2 if it still covers our call, else raises.
+
+    A graceful GOAWAY (NO_ERROR, a last stream id at or past ours) promises the answer (RFC 9113
+    §6.8), which h2 would refuse once it had seen the GOAWAY; any other means the answer is not
+    coming (UNAVAILABLE).
+    """
+    events: list[h2.events.Event] = []
+    for frame_bytes in frames:
+        goaway = goaway_of(frame_bytes)
+        if goaway is None:
+            events.extend(conn.receive_data(frame_bytes))
+        elif not _covers(goaway, stream_id):
+            raise OSError(
+                f"the peer closed the connection (GOAWAY {_error_name(goaway.error_code)},"
+                f" last stream {goaway.last_stream_id})"
+            )
+    return events
+
+
+def _covers(goaway: GoAway, stream_id: int) -> bool:
+    return goaway.error_code == h2.errors.ErrorCodes.NO_ERROR and goaway.last_stream_id >= stream_id
+
+
+def _error_name(error_code: int | None) -> str:
+    if error_code is None:
+        return "no code"
+    try:
+        return h2.errors.ErrorCodes(error_code).name
+    except ValueError:
+        return str(error_code)
 
 
 def _send_what_fits(conn: h2.connection.H2Connection, stream_id: int, pending: bytes) -> bytes:

@@ -7,15 +7,26 @@ Threads, and why:
   latency (the whole point of Allocate's budget);
 - one thread per **server stream** (ListAndWatch), which blocks in its generator between messages.
 
-Sending never waits on the peer's flow-control window with a lock held, and the reader never waits
-at all: what does not fit in the window is queued per call and pumped out when a WINDOW_UPDATE
-arrives, so a reader answering a call cannot deadlock against the window it is the one to read. A
-stream's producer is held back once its queue passes :data:`STREAM_BACKLOG_BYTES` (a client that
-stops reading costs bounded memory), and cancelling a call never needs a lock a blocked send holds:
-it sets flags and wakes waiters, and the call's own thread resets the stream.
+Nothing ever waits with the connection's lock held. Sends never block: what does not fit in the
+peer's flow-control window is queued per call and pumped out when a WINDOW_UPDATE arrives, and what
+the socket does not take at once waits in the connection's unsent buffer, which the reader thread
+(polling the socket for both directions) writes out as the socket drains. So a reader answering a
+call cannot deadlock against the window or the socket it is the one to read, a RST_STREAM or
+GOAWAY is always read, and a cancel or stop never waits behind a stuck send. Pumping stops while
+:data:`UNSENT_LIMIT_BYTES` are unsent, and a stream's producer is held back once its own queue
+passes :data:`STREAM_BACKLOG_BYTES`, so a client that stops reading costs bounded memory; the
+producer's wait ends the moment the call is cancelled or the connection closes.
 
-A socket send blocked on a peer that stopped reading gives up after :data:`SEND_TIMEOUT_S` and the
-connection is dropped, so a stuck client cannot hold a thread (or the connection's lock) forever.
+A peer that takes nothing we send for :data:`SEND_TIMEOUT_S` is dropped. A client that connects
+and says nothing is dropped after :data:`HANDSHAKE_TIMEOUT_S`, and when
+:data:`MAX_CONNECTIONS` are open the longest-idle one without a call makes room for a newcomer, so
+idle sockets cannot lock kubelet out.
+
+A graceful stop sends its GOAWAY frame itself rather than through ``h2``: h2 treats a connection as
+closed once a GOAWAY has passed either way and refuses to send the answers still owed, which the
+gRPC spec (and RFC 9113 §6.8) says go out in full. For the same reason a client's GOAWAY is taken
+out of the bytes before h2 reads them: the calls it had sent are answered, then the connection
+closes (at once if the GOAWAY carries an error).
 """
 
 from __future__ import annotations
@@ -24,8 +35,8 @@ import contextlib
 import errno
 import logging
 import os
+import select
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -40,7 +51,9 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hyperframe.frame
 
+from hcs_deviceplugin.rpc.frameguard import ClientFrames
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
@@ -62,8 +75,24 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
 SEND_TIMEOUT_S = 10.0
+"""How long a peer may take none of what we have to send before the connection is dropped."""
+UNSENT_LIMIT_BYTES = 256 * 1024
+"""Bytes past h2 but not yet taken by the socket at which pumping pauses until the socket drains."""
+READ_PAUSE_BYTES = 4 * UNSENT_LIMIT_BYTES
+"""Unsent bytes at which we stop reading too: a client that sends (PINGs, say) but never reads
+would otherwise grow the unsent buffer with our answers until the send timeout."""
+HANDSHAKE_TIMEOUT_S = 5.0
+"""How long a new connection may take to send the HTTP/2 preface and its SETTINGS."""
+ACCEPT_RETRY_S = 0.05
+"""Pause after a failed accept (out of file descriptors, say) so the loop does not spin."""
 READ_CHUNK = 65536
 _RESPONSE_HEADERS = [(b":status", b"200"), (b"content-type", CONTENT_TYPE)]
+_UNSUPPORTED_MEDIA_TYPE = [(b":status", b"415"), (b"content-type", CONTENT_TYPE)]
+
+
+def _is_grpc(content_type: bytes) -> bool:
+    """``application/grpc``, alone or with a ``+format`` or parameters (the spec's Content-Type)."""
+    return content_type == CONTENT_TYPE or content_type.startswith((CONTENT_TYPE + b"+", CONTENT_TYPE + b";"))
 
 
 class Message(Protocol):
@@ -111,7 +140,12 @@ class CallContext:
         raise RpcError(code, details)
 
     def cancel(self) -> None:
-        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks."""
+        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks.
+
+        A stream ends with a CANCELLED status after the messages it had queued, not with
+        RST_STREAM: grpcio's client drops a message it has received but not yet read when a reset
+        follows it closely (about one in ten), which lost a draining pool's last, empty list.
+        """
         with _CALLBACKS:
             self._cancelled = True
             event = self._event
@@ -211,13 +245,16 @@ class _Call:
         self.context = CallContext(method_name)
         self.reader = MessageReader(MAX_MESSAGE_BYTES)
         self.requests: list[bytes] = []
-        self.outbound: deque[bytes] = deque()
+        self.outbound: deque[memoryview] = deque()
         self.queued = 0
         self.headers_sent = False
         self.trailers: list[tuple[bytes, bytes]] | None = None
         self.drained = _Flag()
         self.closed = False
+        self.request_ended = False
         self.error: tuple[Code, str] | None = None
+        self.http_status: list[tuple[bytes, bytes]] = _RESPONSE_HEADERS
+        self.context.add_callback(self.drained.set)  # a producer waiting for room wakes when it ends
 
 
 class _Connection:
@@ -229,46 +266,102 @@ class _Connection:
         self._h2 = h2.connection.H2Connection(
             config=h2.config.H2Configuration(client_side=False, header_encoding=None)
         )
+        self._frames = ClientFrames(self._h2.local_settings.max_frame_size)
         self._lock = threading.Lock()
         self._calls: dict[int, _Call] = {}
         self._closed = False
+        self._greeted = False
+        self._last_stream_id: int | None = None
+        """Set once our GOAWAY went out: streams above it are refused, those up to it answered."""
+        self._client_leaving = False
+        """The client sent GOAWAY: its calls in flight are answered, then the connection closes."""
+        self._unsent = bytearray()
+        self._stalled_since: float | None = None
+        """When the socket last took bytes while more were waiting (None: nothing waits)."""
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.last_active = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"{server.name}-conn", daemon=True)
 
     # -- reader ------------------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
-            with self._lock:
-                self._h2.initiate_connection()
-                self._h2.update_settings(
-                    {
-                        h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
-                        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
-                        h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
-                    }
-                )
-                self._h2.increment_flow_control_window(RECEIVE_WINDOW)
-                self._flush_locked()
-            while True:
-                data = self._sock.recv(READ_CHUNK)
-                if not data:
-                    return
-                ready = self._receive(data)
-                for call in ready:
-                    self._dispatch(call)
+            self._greet()
+            self._serve()
         except (OSError, h2.exceptions.ProtocolError) as exc:
             if not self._closed:
                 log.debug("%s: connection ended: %s", self._server.name, exc)
+        except Exception:
+            log.exception("%s: connection reader failed", self._server.name)
         finally:
             self.close()
+            self._release()
             self._server._forget(self)
+
+    def _greet(self) -> None:
+        with self._lock:
+            self._h2.initiate_connection()
+            self._h2.update_settings(
+                {
+                    h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+                    h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
+                    h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
+                }
+            )
+            self._h2.increment_flow_control_window(RECEIVE_WINDOW)
+            self._flush_locked()
+
+    def _serve(self) -> None:
+        """Read, and write what waits, as the socket allows, until the peer or we end it."""
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        opened = time.monotonic()
+        while not self._closed:
+            with self._lock:
+                unsent = len(self._unsent)
+                stalled_since = self._stalled_since
+                if self._client_leaving and not self._calls and not unsent:
+                    return  # all it asked for is answered
+            reading = select.POLLIN if unsent < READ_PAUSE_BYTES else 0
+            poller.register(self._sock, reading | (select.POLLOUT if unsent else 0))
+            deadline = None if self._greeted else opened + HANDSHAKE_TIMEOUT_S
+            if stalled_since is not None:
+                stall_end = stalled_since + SEND_TIMEOUT_S
+                deadline = stall_end if deadline is None else min(deadline, stall_end)
+            wait_ms = None if deadline is None else max(int((deadline - time.monotonic()) * 1000), 0)
+            ready = dict(poller.poll(wait_ms))
+            if self._wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+            if deadline is not None and time.monotonic() >= deadline:  # busy or not
+                reason = "sent no HTTP/2 preface" if not self._greeted else "took nothing we sent"
+                raise TimeoutError(f"the client {reason} in time")
+            flags = ready.get(self._sock.fileno(), 0)
+            if flags & select.POLLOUT:
+                with self._lock:
+                    self._write_locked()
+                    self._pump_locked()
+                    self._flush_locked()
+            if flags & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                data = self._sock.recv(READ_CHUNK)
+                if not data:
+                    return
+                self.last_active = time.monotonic()
+                for call in self._receive(data):
+                    self._dispatch(call)
 
     def _receive(self, data: bytes) -> list[_Call]:
         """Feed bytes to h2; the calls whose request is complete, to dispatch outside the lock."""
         ready: list[_Call] = []
         with self._lock:
             try:
-                events = self._h2.receive_data(data)
+                data, goaways = self._frames.feed(data)
+            except h2.exceptions.ProtocolError as exc:
+                self._h2.close_connection(exc.error_code)
+                self._flush_locked()
+                raise
+            try:
+                events = self._h2.receive_data(data) if data else []
             except h2.exceptions.ProtocolError:
                 self._flush_locked()  # h2 queued the GOAWAY that says why
                 raise
@@ -281,37 +374,51 @@ class _Connection:
                 elif isinstance(event, h2.events.StreamEnded):
                     call = self._calls.get(event.stream_id)
                     if call is not None and not call.closed:
+                        call.request_ended = True
                         self._request_complete_locked(call, ready)
                 elif isinstance(event, h2.events.StreamReset):
                     call = self._calls.pop(event.stream_id, None)
                     if call is not None:
                         call.closed = True
                         call.context.cancel()
-                        call.drained.set()
-                elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+                elif isinstance(event, h2.events.WindowUpdated):
                     pump = True
-                elif isinstance(event, h2.events.ConnectionTerminated):
-                    self._closed = True
+                elif isinstance(event, h2.events.RemoteSettingsChanged):
+                    pump = True
+                    self._greeted = True  # the preface is complete: no more handshake deadline
+            for goaway in goaways:
+                self._client_leaving = True
+                if goaway.error_code != h2.errors.ErrorCodes.NO_ERROR:
+                    raise OSError(errno.ECONNRESET, f"the client went away with error {goaway.error_code}")
             if pump:
                 self._pump_locked()
             self._flush_locked()
-        if self._closed:
-            raise OSError(errno.ECONNRESET, "peer sent GOAWAY")
         return ready
 
     def _open_call_locked(self, event: h2.events.RequestReceived) -> None:
         headers = dict(event.headers or ())
         name = headers.get(b":path", b"").decode("utf-8", "replace")
         call = _Call(event.stream_id, name, self._server.methods.get(name))
+        if self._last_stream_id is not None and event.stream_id > self._last_stream_id:
+            # Opened after our GOAWAY crossed it: refused, so the client may retry elsewhere.
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self._h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            return
         self._calls[event.stream_id] = call
         content_type = headers.get(b"content-type", b"")
-        if headers.get(b":method") != b"POST" or not content_type.startswith(CONTENT_TYPE):
+        if not _is_grpc(content_type):
             call.error = (Code.INTERNAL, f"not a gRPC request (content-type {content_type!r})")
+            call.http_status = _UNSUPPORTED_MEDIA_TYPE
+        elif headers.get(b":method") != b"POST":
+            call.error = (Code.INTERNAL, f"gRPC requests are POSTs, not {headers.get(b':method')!r}")
         elif headers.get(b"grpc-encoding", b"identity") != b"identity":
             call.error = (Code.UNIMPLEMENTED, "compression is not supported")
         elif call.method is None:
             call.error = (Code.UNIMPLEMENTED, f"Method not found: {name}")
-        if event.stream_ended is not None:
+        call.request_ended = event.stream_ended is not None
+        if call.error is not None:  # at once, as grpc-go does, not after a request we would discard
+            self._refuse_locked(call, *call.error)
+        elif call.request_ended:
             self._request_complete_locked(call, [])
 
     def _data_locked(self, event: h2.events.DataReceived) -> None:
@@ -325,6 +432,9 @@ class _Connection:
             self._refuse_locked(call, Code.RESOURCE_EXHAUSTED, str(exc))
         except CompressedMessage as exc:
             self._refuse_locked(call, Code.UNIMPLEMENTED, str(exc))
+        else:
+            if len(call.requests) > 1:  # every method takes one request: more would only pile up
+                self._refuse_locked(call, Code.INTERNAL, "expected one request message, got more")
 
     def _request_complete_locked(self, call: _Call, ready: list[_Call]) -> None:
         if call.error is not None:
@@ -337,15 +447,22 @@ class _Connection:
             ready.append(call)
 
     def _refuse_locked(self, call: _Call, code: Code, details: str) -> None:
-        """Answer with a status only (a "trailers-only" response) and forget the call."""
+        """Answer with a status only (a "trailers-only" response) and forget the call.
+
+        A client still sending its request is then told to stop with RST_STREAM NO_ERROR, as RFC
+        9113 §8.1 allows after a complete response (grpc-go's server does the same), instead of
+        pushing the rest of a refused 16 MiB message at us.
+        """
         if call.closed:
             return
         call.closed = True
         self._calls.pop(call.stream_id, None)
         with contextlib.suppress(h2.exceptions.ProtocolError):
             self._h2.send_headers(
-                call.stream_id, _RESPONSE_HEADERS + status_headers(code, details), end_stream=True
+                call.stream_id, call.http_status + status_headers(code, details), end_stream=True
             )
+            if not call.request_ended:
+                self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         call.context._finish()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -366,7 +483,10 @@ class _Connection:
                 name=f"{self._server.name}-stream",
                 daemon=True,
             )
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:  # out of threads: this call fails, the connection lives
+                self._finish(call, None, Code.RESOURCE_EXHAUSTED, f"no thread for the stream: {exc}")
 
     def _answer_unary(self, call: _Call, method: Unary, request: Any) -> None:
         try:
@@ -383,19 +503,19 @@ class _Connection:
     def _run_stream(self, call: _Call, method: ServerStream, request: Any) -> None:
         code, details = Code.OK, ""
         try:
-            for response in method.handle(request, call.context):
-                if call.context.cancelled:
-                    break
-                self._send_message(call, frame(response.SerializeToString()))
+            with contextlib.closing(method.handle(request, call.context)) as responses:  # type: ignore[type-var]
+                for response in responses:
+                    if call.context.cancelled:
+                        break
+                    self._send_message(call, frame(response.SerializeToString()))
         except RpcError as exc:
             code, details = exc.code, exc.details
         except Exception as exc:
             log.exception("%s: %s failed", self._server.name, call.context.method)
             code, details = Code.UNKNOWN, f"Exception calling application: {exc}"
-        if call.context.cancelled:
-            self._reset(call)
-        else:
-            self._finish(call, None, code, details)
+        if call.context.cancelled:  # by us (a client's reset or hang-up has closed the call already)
+            code, details = Code.CANCELLED, "the server ended the call"
+        self._finish(call, None, code, details)
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -403,11 +523,13 @@ class _Connection:
         """Queue one message of a stream; waits (without a lock) while its backlog is too large."""
         while not call.context.cancelled and not call.closed:
             with self._lock:
+                if call.closed:  # reset while we waited for the lock
+                    return
                 if call.queued < STREAM_BACKLOG_BYTES:
-                    self._start_response_locked(call)
-                    call.outbound.append(payload)
-                    call.queued += len(payload)
-                    self._pump_locked()
+                    if self._start_response_locked(call):
+                        call.outbound.append(memoryview(payload))
+                        call.queued += len(payload)
+                        self._pump_locked()
                     self._flush_locked()
                     return
                 call.drained.clear()
@@ -421,102 +543,164 @@ class _Connection:
                 return
             if payload is None and not call.headers_sent and not call.outbound:
                 self._refuse_locked(call, code, details)
-            else:
-                self._start_response_locked(call)
+            elif self._start_response_locked(call):
                 if payload is not None:
-                    call.outbound.append(payload)
+                    call.outbound.append(memoryview(payload))
                     call.queued += len(payload)
                 call.trailers = status_headers(code, details)
                 self._pump_locked()
             self._flush_locked()
 
-    def _reset(self, call: _Call) -> None:
-        """Cancel a call on the wire (RST_STREAM CANCEL)."""
-        with self._lock:
-            if not call.closed:
+    def _start_response_locked(self, call: _Call) -> bool:
+        """Send the response headers once; False if h2 has closed the stream (then so do we)."""
+        if not call.headers_sent:
+            try:
+                self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
+            except h2.exceptions.ProtocolError as exc:
+                log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
                 call.closed = True
                 self._calls.pop(call.stream_id, None)
-                with contextlib.suppress(h2.exceptions.ProtocolError):
-                    self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.CANCEL)
-                self._flush_locked()
-        call.context._finish()
-
-    def _start_response_locked(self, call: _Call) -> None:
-        if not call.headers_sent:
-            self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
+                call.context.cancel()
+                return False
             call.headers_sent = True
+        return True
 
     def _pump_locked(self) -> None:
-        """Send what the windows allow, call by call, and the trailers of calls with nothing left."""
+        """Hand h2 what the windows allow, call by call, and the trailers of calls with nothing left;
+        nothing while :data:`UNSENT_LIMIT_BYTES` wait for the socket."""
+        budget = UNSENT_LIMIT_BYTES - len(self._unsent)
         for call in list(self._calls.values()):
             if call.closed:
                 continue
             try:
-                self._pump_call_locked(call)
+                budget = self._pump_call_locked(call, budget)
             except h2.exceptions.ProtocolError as exc:  # the stream closed under us
                 log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
                 call.closed = True
                 self._calls.pop(call.stream_id, None)
-                call.drained.set()
                 call.context.cancel()
 
-    def _pump_call_locked(self, call: _Call) -> None:
+    def _pump_call_locked(self, call: _Call, budget: int) -> int:
+        """Pump one call within ``budget`` bytes; the budget left."""
         while call.outbound:
             window = min(self._h2.local_flow_control_window(call.stream_id), self._h2.max_outbound_frame_size)
-            if window <= 0:
-                return
+            if window <= 0 or budget <= 0:
+                return budget
             chunk = call.outbound[0]
             if len(chunk) > window:
                 call.outbound[0] = chunk[window:]
                 chunk = chunk[:window]
             else:
                 call.outbound.popleft()
-            self._h2.send_data(call.stream_id, chunk)
+            self._h2.send_data(call.stream_id, bytes(chunk))
             call.queued -= len(chunk)
+            budget -= len(chunk)
         call.drained.set()
         if call.trailers is not None:
             self._h2.send_headers(call.stream_id, call.trailers, end_stream=True)
             call.closed = True
             self._calls.pop(call.stream_id, None)
             call.context._finish()
+        return budget
 
     def _flush_locked(self) -> None:
-        data = self._h2.data_to_send()
-        if data and not self._closed:
+        self._send_locked(self._h2.data_to_send())
+
+    def _send_locked(self, data: bytes) -> None:
+        """Queue ``data`` behind what is unsent and write what the socket takes now (never waits)."""
+        if self._closed:
+            return
+        was_empty = not self._unsent
+        self._unsent += data
+        self._write_locked()
+        if was_empty and self._unsent and threading.get_ident() != self.thread.ident:
+            with contextlib.suppress(BlockingIOError):  # full: the reader is awake already
+                os.write(self._wake_write, b"w")  # the reader polls for writability from now on
+
+    def _write_locked(self) -> None:
+        while self._unsent and not self._closed:
             try:
-                self._sock.sendall(data)
+                sent = self._sock.send(self._unsent, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
             except OSError:
                 self._closed = True
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_RDWR)
+                return
+            del self._unsent[:sent]
+            self._stalled_since = time.monotonic()
+        if not self._unsent:
+            self._stalled_since = None
+        elif self._stalled_since is None:
+            self._stalled_since = time.monotonic()
 
     # -- closing -----------------------------------------------------------------------------
 
     def goaway(self) -> None:
-        """Tell the client no new calls will be taken here (calls in flight go on)."""
+        """Tell the client no new calls will be taken here (calls in flight go on).
+
+        The frame is ours, not h2's (see the module's docstring): h2 goes on sending the answers
+        owed, and streams the client opens after it are refused here.
+        """
         with self._lock:
-            if not self._closed:
-                with contextlib.suppress(h2.exceptions.ProtocolError):
-                    self._h2.close_connection()
-                self._flush_locked()
+            if self._closed or self._last_stream_id is not None:
+                return
+            self._last_stream_id = self._h2.highest_inbound_stream_id
+            self._flush_locked()
+            goaway = hyperframe.frame.GoAwayFrame(
+                0, last_stream_id=self._last_stream_id, error_code=h2.errors.ErrorCodes.NO_ERROR
+            )
+            self._send_locked(goaway.serialize())
 
     def busy(self) -> bool:
         """A unary call is being answered or has output still queued."""
         with self._lock:
             return any(isinstance(c.method, Unary) for c in self._calls.values())
 
+    def idle(self) -> bool:
+        """No call is open here (nothing lost if the connection makes room for another).
+
+        Never waits: a lock held by a send blocked on the client means the connection is busy,
+        and the accept thread asking must not stall behind it.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return not self._calls
+        finally:
+            self._lock.release()
+
+    def abandon(self) -> None:
+        """Release a connection whose reader thread never started."""
+        self.close()
+        self._release()
+        self._server._forget(self)
+
     def close(self) -> None:
-        """Cut the connection: every call on it is cancelled and the reader thread ends."""
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        calls = list(self._calls.values())
-        for call in calls:
+        """Cut the connection: every call on it is cancelled and the reader thread ends.
+
+        The reader closes the descriptors (:meth:`_release`); closing them here could hand their
+        numbers to new files that the reader would then poll or a sender write to.
+        """
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                with contextlib.suppress(OSError):
+                    self._sock.shutdown(socket.SHUT_RDWR)
+            calls = list(self._calls.values())
+        for call in calls:  # outside the lock: cancel runs the handlers' callbacks
             call.closed = True
             call.context.cancel()
-            call.drained.set()
-        with contextlib.suppress(OSError):
-            self._sock.close()
+
+    def _release(self) -> None:
+        """Close the descriptors; once closed (under the lock), no sender touches them again."""
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            os.close(self._wake_read)
+            os.close(self._wake_write)
 
 
 class RpcServer:
@@ -573,21 +757,46 @@ class RpcServer:
         while not self._stopped.is_set():
             try:
                 sock, _ = listener.accept()
-            except OSError:
+            except OSError as exc:
                 if self._stopped.is_set():
                     return
+                log.warning("%s: accept failed: %s", self.name, exc)
+                self._stopped.wait(ACCEPT_RETRY_S)
                 continue
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT_S), 0))
+            if not self._make_room():
+                sock.close()
+                log.warning("%s: %d connections open, all busy; refusing another", self.name, MAX_CONNECTIONS)
+                continue
             with self._lock:
-                if self._stopped.is_set() or len(self._connections) >= MAX_CONNECTIONS:
+                if self._stopped.is_set():
                     sock.close()
-                    if not self._stopped.is_set():
-                        log.warning("%s: %d connections open; refusing another", self.name, MAX_CONNECTIONS)
-                    continue
+                    return
                 connection = _Connection(self, sock)
                 self._connections.add(connection)
                 self._all_closed.clear()
-            connection.thread.start()
+            try:
+                connection.thread.start()
+            except RuntimeError as exc:  # out of threads: drop this one, keep accepting
+                log.warning("%s: no thread for a new connection: %s", self.name, exc)
+                connection.abandon()
+
+    def _make_room(self) -> bool:
+        """Below :data:`MAX_CONNECTIONS`, or made so by closing the longest-idle connection with no
+        call open (a probe that never hung up, a client that connected and went quiet); False if
+        every connection has a call open."""
+        with self._lock:
+            if len(self._connections) < MAX_CONNECTIONS:
+                return True
+            connections = sorted(self._connections, key=lambda c: c.last_active)
+        for connection in connections:
+            if connection.idle():
+                log.warning("%s: %d connections open; closing the longest idle", self.name, MAX_CONNECTIONS)
+                connection.goaway()
+                connection.close()
+                with self._lock:
+                    self._connections.discard(connection)
+                return True
+        return False
 
     def _forget(self, connection: _Connection) -> None:
         with self._lock:
@@ -611,9 +820,9 @@ class RpcServer:
             connections = list(self._connections)
             if not connections:
                 self._all_closed.set()
-        for connection in connections:
-            connection.goaway()
         if grace:
+            for connection in connections:
+                connection.goaway()
             deadline = time.monotonic() + grace
             while any(c.busy() for c in connections) and time.monotonic() < deadline:
                 self._all_closed.wait(0.01)

@@ -64,9 +64,32 @@ class MessageReader:
         return bool(self._buffer)
 
 
-def encode_message(details: str) -> bytes:
-    """``grpc-message``: the details percent-encoded as UTF-8."""
-    return quote(details, safe=_KEEP, encoding="utf-8").encode("ascii")
+MAX_DETAILS_BYTES = 4096
+"""Longest ``grpc-message`` we send: grpcio refuses a call whose trailers pass 8 KiB (its default
+metadata limit), so a handler's long exception text is cut rather than cost the client the status."""
+
+
+def encode_message(details: str, limit: int = MAX_DETAILS_BYTES) -> bytes:
+    """``grpc-message``: the details percent-encoded as UTF-8, cut to ``limit`` bytes.
+
+    Any string encodes: what UTF-8 cannot carry (a lone surrogate, as undecodable bytes leave in
+    an exception's text) becomes '?'. A cut never splits a character or an escape.
+    """
+    encoded = _quote(details)
+    if len(encoded) > limit:
+        pieces, size = [], 0
+        for character in details[:limit]:  # every character takes at least a byte
+            piece = _quote(character)
+            size += len(piece)
+            if size > limit:
+                break
+            pieces.append(piece)
+        encoded = "".join(pieces)
+    return encoded.encode("ascii")
+
+
+def _quote(text: str) -> str:
+    return quote(text, safe=_KEEP, encoding="utf-8", errors="replace")
 
 
 def decode_message(raw: bytes) -> str:
@@ -100,3 +123,38 @@ def timeout_header(seconds: float) -> bytes:
     if millis < 100_000_000:
         return f"{millis}m".encode("ascii")
     return f"{min(int(seconds), 99_999_999)}S".encode("ascii")
+
+
+_RESET_CODES = {
+    0x7: Code.UNAVAILABLE,  # REFUSED_STREAM: not processed, safe to retry
+    0x8: Code.CANCELLED,  # CANCEL
+    0xB: Code.RESOURCE_EXHAUSTED,  # ENHANCE_YOUR_CALM
+    0xC: Code.PERMISSION_DENIED,  # INADEQUATE_SECURITY
+}
+
+
+def code_of_reset(error_code: int) -> Code:
+    """The status of a call its peer reset with ``error_code`` (the table of PROTOCOL-HTTP2's
+    "Errors"; every code it does not name, NO_ERROR among them, is INTERNAL)."""
+    return _RESET_CODES.get(error_code, Code.INTERNAL)
+
+
+_HTTP_CODES = {
+    400: Code.INTERNAL,
+    401: Code.UNAUTHENTICATED,
+    403: Code.PERMISSION_DENIED,
+    404: Code.UNIMPLEMENTED,
+    429: Code.UNAVAILABLE,
+    502: Code.UNAVAILABLE,
+    503: Code.UNAVAILABLE,
+    504: Code.UNAVAILABLE,
+}
+
+
+def code_of_http_status(status: bytes) -> Code:
+    """The status of an answer with HTTP ``status`` and no ``grpc-status`` (gRPC's
+    http-grpc-status-mapping: what an intermediary or a non-gRPC server most likely meant)."""
+    try:
+        return _HTTP_CODES.get(int(status), Code.UNKNOWN)
+    except ValueError:
+        return Code.UNKNOWN
