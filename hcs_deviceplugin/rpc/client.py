@@ -116,7 +116,12 @@ def unary_call(
 
 def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
     conn = h2.connection.H2Connection(
-        config=h2.config.H2Configuration(client_side=True, header_encoding=None)
+        config=h2.config.H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            validate_outbound_headers=False,  # our request headers are constants built here
+            normalize_outbound_headers=False,
+        )
     )
     conn.initiate_connection()
     stream_id = conn.get_next_available_stream_id()

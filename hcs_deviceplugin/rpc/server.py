@@ -264,7 +264,15 @@ class _Connection:
         self._server = server
         self._sock = sock
         self._h2 = h2.connection.H2Connection(
-            config=h2.config.H2Configuration(client_side=False, header_encoding=None)
+            config=h2.config.H2Configuration(
+                client_side=False,
+                header_encoding=None,
+                # Our own header blocks are constants built here: checking them on every call
+                # costs a tenth of the transport's CPU and can find nothing. What clients send
+                # is still validated.
+                validate_outbound_headers=False,
+                normalize_outbound_headers=False,
+            )
         )
         self._frames = ClientFrames(self._h2.local_settings.max_frame_size)
         self._lock = threading.Lock()
