@@ -16,17 +16,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-import grpc
-
 from hcs_deviceplugin.api.drahealth.v1 import api_pb2 as pb_v1
-from hcs_deviceplugin.api.drahealth.v1 import api_pb2_grpc as pb_v1_grpc
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
-from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.model import Health
+from hcs_deviceplugin.rpc.server import CallContext, Method, ServerStream
 
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
 """The gRPC service names a plugin lists in ``supported_versions`` so kubelet opens the stream."""
+WATCH_METHOD = "NodeWatchResources"
+"""The stream's method; its path is ``/<service>/NodeWatchResources`` (the protos' package is the
+version alone, as ``api_pb2_grpc.py`` spells it)."""
 
 _STATUS = {Health.HEALTHY: pb.HEALTHY, Health.UNHEALTHY: pb.UNHEALTHY}
 
@@ -100,7 +100,12 @@ class HealthFeed:
             return self._closed
 
 
-class HealthServicer(pb_grpc.DRAResourceHealthServicer):
+def watch_path(service: str) -> str:
+    """The gRPC method path of ``service``'s stream, e.g. ``/v1.DRAResourceHealth/NodeWatchResources``."""
+    return f"/{service}/{WATCH_METHOD}"
+
+
+class HealthServicer:
     """One stream per kubelet connection: the full list now, then after every change, until kubelet
     hangs up or the feed closes. The wait is bounded so a gone client is noticed within a second."""
 
@@ -109,8 +114,16 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
     def __init__(self, feed: HealthFeed) -> None:
         self._feed = feed
 
+    def methods(self) -> dict[str, Method]:
+        """``v1alpha1.DRAResourceHealth``, for the RPC server."""
+        return {
+            watch_path(HEALTH_SERVICES[1]): ServerStream(
+                pb.NodeWatchResourcesRequest.FromString, self.NodeWatchResources
+            )
+        }
+
     def NodeWatchResources(
-        self, request: pb.NodeWatchResourcesRequest, context: grpc.ServicerContext
+        self, request: pb.NodeWatchResourcesRequest, context: CallContext
     ) -> Iterator[pb.NodeWatchResourcesResponse]:
         version, response = self._feed.snapshot()
         yield response
@@ -121,15 +134,23 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
                 yield response
 
 
-class V1HealthServicer(pb_v1_grpc.DRAResourceHealthServicer):
+class V1HealthServicer:
     """``v1`` by way of ``v1alpha1``: fields 1-3 are the same on the wire (v1's optional timeout and
     message stay unset: kubelet's default timeout, no detail)."""
 
     def __init__(self, feed: HealthFeed) -> None:
         self._alpha = HealthServicer(feed)
 
+    def methods(self) -> dict[str, Method]:
+        """``v1.DRAResourceHealth``, for the RPC server."""
+        return {
+            watch_path(HEALTH_SERVICES[0]): ServerStream(
+                pb_v1.NodeWatchResourcesRequest.FromString, self.NodeWatchResources
+            )
+        }
+
     def NodeWatchResources(
-        self, request: pb_v1.NodeWatchResourcesRequest, context: grpc.ServicerContext
+        self, request: pb_v1.NodeWatchResourcesRequest, context: CallContext
     ) -> Iterator[pb_v1.NodeWatchResourcesResponse]:
         for response in self._alpha.NodeWatchResources(pb.NodeWatchResourcesRequest(), context):
             yield pb_v1.NodeWatchResourcesResponse.FromString(response.SerializeToString())

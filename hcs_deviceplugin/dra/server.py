@@ -1,4 +1,4 @@
-"""The DRA kubelet plugin on its two sockets: registration and the DRA service.
+r"""The DRA kubelet plugin on its two sockets: registration and the DRA service.
 
 Kubelet's plugin watcher finds ``<plugins_registry>/<driver>-reg.sock``, calls ``GetInfo`` there
 (type ``DRAPlugin``, our driver name, the endpoint ``<plugins>/<driver>/dra.sock`` and the service
@@ -10,37 +10,44 @@ With a :class:`~hcs_deviceplugin.dra.health.HealthFeed` the endpoint also serves
 health stream, and ``supported_versions`` lists its service too: kubelet opens the stream only for
 plugins that advertise it (and lists as services the ones it does not know, so older kubelets ignore
 the extra entry).
+
+Both sockets are :class:`~hcs_deviceplugin.rpc.server.RpcServer`\ s, like the pools', so a node
+with a DRA pool never loads grpcio. That server answers a connection's unary calls on its reader
+thread: kubelet's calls on its one connection are taken one at a time (grpcio's pool of 8 took them
+side by side), and a claim whose API read is slow delays the calls behind it by up to the read's
+timeout. The preparer's one lock serialised all but the read already.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-import grpc
-
 from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
-from hcs_deviceplugin.api.dra.v1 import api_pb2_grpc as v1_grpc
 from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as v1beta1
-from hcs_deviceplugin.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from hcs_deviceplugin.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
-from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
-from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer, V1HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
+from hcs_deviceplugin.rpc.server import CallContext, Method, RpcServer, Unary
 
 log = logging.getLogger(__name__)
 
 PLUGIN_TYPE = "DRAPlugin"
 SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 """What ``supported_versions`` lists: the gRPC services by version, as kubelet matches them."""
-SERVER_THREADS = 8
+STOP_WAIT_SECONDS = 5.0
+"""How long :meth:`DraPluginServer.stop` waits for a server's connections to close."""
+
+REGISTRATION_SERVICE = "/pluginregistration.Registration/"
+"""The plugin watcher's service; its proto package is ``pluginregistration`` (not ``…v1``)."""
+DRA_V1_SERVICE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+DRA_V1BETA1_SERVICE = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+"""The DRA services' full names: kubelet's protos carry the Go import path as their package, so the
+``v1.DRAPlugin`` that ``supported_versions`` lists is this on the wire."""
 
 
 class Preparer(Protocol):
@@ -57,7 +64,7 @@ def dra_socket(plugins_dir: Path, driver: str) -> Path:
     return plugins_dir / driver / "dra.sock"
 
 
-class RegistrationServicer(reg_grpc.RegistrationServicer):
+class RegistrationServicer:
     def __init__(
         self,
         driver: str,
@@ -70,11 +77,20 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
         )
         self._on_status = on_status
 
-    def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+    def methods(self) -> dict[str, Method]:
+        """``pluginregistration.Registration``, for the RPC server."""
+        return {
+            REGISTRATION_SERVICE + "GetInfo": Unary(reg.InfoRequest.FromString, self.GetInfo),
+            REGISTRATION_SERVICE + "NotifyRegistrationStatus": Unary(
+                reg.RegistrationStatus.FromString, self.NotifyRegistrationStatus
+            ),
+        }
+
+    def GetInfo(self, request: reg.InfoRequest, context: CallContext) -> reg.PluginInfo:
         return self._info
 
     def NotifyRegistrationStatus(
-        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+        self, request: reg.RegistrationStatus, context: CallContext
     ) -> reg.RegistrationStatusResponse:
         self._on_status(request.plugin_registered, request.error)
         return reg.RegistrationStatusResponse()
@@ -84,12 +100,23 @@ def _prepare_all(preparer: Preparer, claims: list[ClaimRef]) -> dict[str, Prepar
     return {claim.uid: preparer.prepare(claim) for claim in claims}
 
 
-class V1Servicer(v1_grpc.DRAPluginServicer):
+class V1Servicer:
     def __init__(self, preparer: Preparer) -> None:
         self._preparer = preparer
 
+    def methods(self) -> dict[str, Method]:
+        """``v1.DRAPlugin``, for the RPC server."""
+        return {
+            DRA_V1_SERVICE + "NodePrepareResources": Unary(
+                v1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources
+            ),
+            DRA_V1_SERVICE + "NodeUnprepareResources": Unary(
+                v1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources
+            ),
+        }
+
     def NodePrepareResources(
-        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+        self, request: v1.NodePrepareResourcesRequest, context: CallContext
     ) -> v1.NodePrepareResourcesResponse:
         refs = [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
         response = v1.NodePrepareResourcesResponse()
@@ -103,7 +130,7 @@ class V1Servicer(v1_grpc.DRAPluginServicer):
         return response
 
     def NodeUnprepareResources(
-        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+        self, request: v1.NodeUnprepareResourcesRequest, context: CallContext
     ) -> v1.NodeUnprepareResourcesResponse:
         response = v1.NodeUnprepareResourcesResponse()
         for c in request.claims:
@@ -111,14 +138,25 @@ class V1Servicer(v1_grpc.DRAPluginServicer):
         return response
 
 
-class V1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
+class V1beta1Servicer:
     """v1beta1 by way of v1: the messages are byte-identical, so convert through the wire."""
 
     def __init__(self, preparer: Preparer) -> None:
         self._v1 = V1Servicer(preparer)
 
+    def methods(self) -> dict[str, Method]:
+        """``v1beta1.DRAPlugin``, for the RPC server."""
+        return {
+            DRA_V1BETA1_SERVICE + "NodePrepareResources": Unary(
+                v1beta1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources
+            ),
+            DRA_V1BETA1_SERVICE + "NodeUnprepareResources": Unary(
+                v1beta1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources
+            ),
+        }
+
     def NodePrepareResources(
-        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+        self, request: v1beta1.NodePrepareResourcesRequest, context: CallContext
     ) -> v1beta1.NodePrepareResourcesResponse:
         answer = self._v1.NodePrepareResources(
             v1.NodePrepareResourcesRequest.FromString(request.SerializeToString()), context
@@ -126,7 +164,7 @@ class V1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
         return v1beta1.NodePrepareResourcesResponse.FromString(answer.SerializeToString())
 
     def NodeUnprepareResources(
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+        self, request: v1beta1.NodeUnprepareResourcesRequest, context: CallContext
     ) -> v1beta1.NodeUnprepareResourcesResponse:
         answer = self._v1.NodeUnprepareResources(
             v1.NodeUnprepareResourcesRequest.FromString(request.SerializeToString()), context
@@ -151,7 +189,7 @@ class DraPluginServer:
         self.endpoint = dra_socket(plugins_dir, driver)
         self.registration_path = registration_socket(registry_dir, driver)
         self._preparer = preparer
-        self._servers: list[tuple[grpc.Server, Path]] = []
+        self._servers: list[RpcServer] = []
         self._status_lock = threading.Condition()
         self.registered: bool | None = None
         self.registration_error = ""
@@ -161,32 +199,26 @@ class DraPluginServer:
         self.registration_path.parent.mkdir(parents=True, exist_ok=True)
         if self.health is not None:
             self.health.open()
-        self._serve(self.endpoint, self._add_dra_services)
+        self._serve(self.endpoint, self._dra_methods())
         services = SUPPORTED_SERVICES + (HEALTH_SERVICES if self.health is not None else ())
         servicer = RegistrationServicer(self.driver, self.endpoint, self._status, services)
-        self._serve(
-            self.registration_path, lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s)
-        )
+        self._serve(self.registration_path, servicer.methods())
         log.info(
             "DRA driver %s: serving %s, registering at %s", self.driver, self.endpoint, self.registration_path
         )
 
-    def _add_dra_services(self, server: grpc.Server) -> None:
-        v1_grpc.add_DRAPluginServicer_to_server(V1Servicer(self._preparer), server)
-        v1beta1_grpc.add_DRAPluginServicer_to_server(V1beta1Servicer(self._preparer), server)
+    def _dra_methods(self) -> dict[str, Method]:
+        """Both DRA versions, and the health stream in both versions when there is a feed."""
+        methods = V1Servicer(self._preparer).methods() | V1beta1Servicer(self._preparer).methods()
         if self.health is not None:
-            health_v1_grpc.add_DRAResourceHealthServicer_to_server(V1HealthServicer(self.health), server)
-            health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
+            methods |= V1HealthServicer(self.health).methods() | HealthServicer(self.health).methods()
+        return methods
 
-    def _serve(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
+    def _serve(self, path: Path, methods: Mapping[str, Method]) -> None:
         prepare_socket_path(path)
-        server = grpc.server(
-            ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix=f"dra-{path.stem}")
-        )
-        add(server)
-        server.add_insecure_port(f"unix:{path}")
+        server = RpcServer(path, methods, name=f"dra-{path.stem}")
         server.start()
-        self._servers.append((server, path))
+        self._servers.append(server)
         if not socket_answers(path, timeout=5.0):
             self.stop()
             raise RuntimeError(f"own socket {path} does not answer after start")
@@ -210,7 +242,7 @@ class DraPluginServer:
         streams end first so the graceful stop does not wait on them."""
         if self.health is not None:
             self.health.close()
-        for server, path in reversed(self._servers):
-            server.stop(grace=None).wait(5.0)
-            remove_socket(path)
+        for server in reversed(self._servers):
+            server.stop().wait(STOP_WAIT_SECONDS)
+            remove_socket(server.path)
         self._servers.clear()

@@ -1,7 +1,7 @@
 """What ``hcs-deviceplugin run`` loads before it knows it needs it: every module costs start-up CPU
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
-tool), the Kubernetes client (only with an API source) and grpcio (our pools are served by
-``hcs_deviceplugin.rpc``; grpcio only by DRA and the kubelet simulator) stay out of a plain run's
+tool), the Kubernetes client (only with an API source) and grpcio (pools and DRA are served by
+``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) stay out of a plain run's
 imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
 when a ConfigMap in a DKP format arrives: recognising one needs only
 :mod:`hcs_deviceplugin.pools.shapes`)."""
@@ -77,6 +77,43 @@ def test_the_api_source_loads_no_third_party_http_stack() -> None:
     assert "hcs_deviceplugin.kubeapi.client" in loaded
     unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_WITH_API)]
     assert unwanted == []
+
+
+DRA_PROBE = """
+import json, sys, tempfile
+from pathlib import Path
+from hcs_deviceplugin import runner
+from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
+from hcs_deviceplugin.dra import claims, frontend, slices
+from hcs_deviceplugin.dra.health import HealthFeed
+from hcs_deviceplugin.dra.server import REGISTRATION_SERVICE, DraPluginServer
+from hcs_deviceplugin.rpc.client import unary_call
+
+class Idle:
+    def prepare(self, claim): raise AssertionError("no claim in this probe")
+    def unprepare(self, claim): raise AssertionError("no claim in this probe")
+
+root = Path(tempfile.mkdtemp(prefix="dra-probe-", dir="/tmp"))
+server = DraPluginServer("gpu.example.com", root / "p", root / "r", Idle(), HealthFeed("node"))
+server.start()
+try:
+    raw = unary_call(server.registration_path, REGISTRATION_SERVICE + "GetInfo", b"", 5.0)
+    assert reg.PluginInfo.FromString(raw).name == "gpu.example.com"
+finally:
+    server.stop()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_dra_node_serves_its_sockets_without_grpcio() -> None:
+    """The runner's DRA modules, a plugin server started with its health stream and kubelet's first
+    call answered: grpcio (75 ms of start-up, 20 MiB) is still not loaded."""
+    out = subprocess.run(
+        [sys.executable, "-c", DRA_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(out.stdout.splitlines()[-1])
+    assert "hcs_deviceplugin.dra.server" in loaded and "hcs_deviceplugin.rpc.server" in loaded
+    assert [m for m in loaded if m == "grpc" or m.startswith("grpc.")] == []
 
 
 def test_json_logs_and_a_dkp_configmap_load_what_they_need() -> None:
