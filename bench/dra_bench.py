@@ -6,6 +6,9 @@ CDI names checked against the spec the publisher wrote.
 
 * **Prepare, one claim of one card**: a new claim each round (read, check, checkpoint, answer); the
   floor is a NodePrepareResources with no claims on the same socket (the no-op of this service).
+  The simulator dials a fresh connection per call, so the floor includes a connection's set-up.
+* **No-op on one kept connection**: the same no-op over one channel, as kubelet calls (it keeps one
+  connection per plugin): the call alone, without the set-up.
 * **Prepare again (idempotent)**: a claim already prepared, answered from the record.
 * **Unprepare**: release and checkpoint.
 * **health → ResourceSlice taint**: from the publisher's ``update`` with one device unhealthy to
@@ -19,7 +22,11 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import grpc
+
 from bench.common import Result
+from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
+from hcs_deviceplugin.api.dra.v1 import api_pb2_grpc as v1_grpc
 from hcs_deviceplugin.model import Health
 from tests.dra.rig import DRIVER, NODE, dra_rig
 from tests.dra.sliceschema import problems
@@ -61,6 +68,15 @@ def run(rounds: int = 200) -> list[str]:
             rig.kubelet.unprepare(DRIVER, [ref])
             unprepare.append(time.perf_counter() - start)
         base = sorted(floor)[len(floor) // 2]
+        kept: list[float] = []
+        with grpc.insecure_channel(f"unix:{rig.kubelet.drivers[DRIVER].endpoint}") as channel:
+            stub = v1_grpc.DRAPluginStub(channel)
+            empty = v1.NodePrepareResourcesRequest()
+            stub.NodePrepareResources(empty, timeout=WAIT)  # connect outside the measurement
+            for _ in range(rounds):
+                start = time.perf_counter()
+                stub.NodePrepareResources(empty, timeout=WAIT)
+                kept.append(time.perf_counter() - start)
 
         rig.api.slice_validator = problems
         slices = SlicePublisher(SliceApi(rig.api.api_client()), DRIVER, NODE)
@@ -80,6 +96,7 @@ def run(rounds: int = 200) -> list[str]:
             slices.stop()
         return [
             Result("dra no-op NodePrepareResources (floor)", floor).line(),
+            Result("dra no-op Prepare, one kept connection", kept, base).line(),
             Result("dra Prepare one claim (API read+checkpoint)", prepare, base).line(),
             Result("dra Prepare again (idempotent)", again, base).line(),
             Result("dra Unprepare", unprepare, base).line(),
