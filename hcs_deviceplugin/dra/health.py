@@ -12,15 +12,19 @@ names them: pool = the node, device = the DRA name.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
 from hcs_deviceplugin.api.drahealth.v1 import api_pb2 as pb_v1
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.model import Health
 from hcs_deviceplugin.rpc.server import CallContext, Method, ServerStream
+
+log = logging.getLogger(__name__)
 
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
 """The gRPC service names a plugin lists in ``supported_versions`` so kubelet opens the stream."""
@@ -107,12 +111,25 @@ def watch_path(service: str) -> str:
 
 class HealthServicer:
     """One stream per kubelet connection: the full list now, then after every change, until kubelet
-    hangs up or the feed closes. The wait is bounded so a gone client is noticed within a second."""
+    hangs up or the feed closes. The wait is bounded so a gone client is noticed within a second.
+
+    Each open stream holds a server thread, so at most :attr:`MAX_STREAMS` run at once (both
+    versions together; kubelet holds one): a newer stream ends the oldest, which kubelet would have
+    replaced anyway, as a pool's ListAndWatch does.
+    """
 
     POLL_SECONDS = 1.0
+    MAX_STREAMS = 4
 
     def __init__(self, feed: HealthFeed) -> None:
         self._feed = feed
+        self._lock = threading.Lock()
+        self._streams: list[CallContext] = []
+
+    @property
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._streams)
 
     def methods(self) -> dict[str, Method]:
         """``v1alpha1.DRAResourceHealth``, for the RPC server."""
@@ -124,22 +141,39 @@ class HealthServicer:
 
     def NodeWatchResources(
         self, request: pb.NodeWatchResourcesRequest, context: CallContext
-    ) -> Iterator[pb.NodeWatchResourcesResponse]:
-        version, response = self._feed.snapshot()
-        yield response
-        while context.is_active() and not self._feed.closed:
-            changed = self._feed.wait_change(version, self.POLL_SECONDS)
-            if changed is not None:
-                version, response = changed
-                yield response
+    ) -> Generator[pb.NodeWatchResourcesResponse, None, None]:
+        self._open(context)
+        try:
+            version, response = self._feed.snapshot()
+            yield response
+            while context.is_active() and not self._feed.closed:
+                changed = self._feed.wait_change(version, self.POLL_SECONDS)
+                if changed is not None:
+                    version, response = changed
+                    yield response
+        finally:
+            with self._lock:
+                if context in self._streams:
+                    self._streams.remove(context)
+
+    def _open(self, context: CallContext) -> None:
+        """Count the new stream in, ending the oldest beyond :attr:`MAX_STREAMS` (newest wins)."""
+        with self._lock:
+            self._streams.append(context)
+            evicted = self._streams[: -self.MAX_STREAMS]
+            del self._streams[: -self.MAX_STREAMS]
+        for old in evicted:
+            log.warning("more than %d DRA health streams; ending the oldest", self.MAX_STREAMS)
+            old.cancel()
 
 
 class V1HealthServicer:
     """``v1`` by way of ``v1alpha1``: fields 1-3 are the same on the wire (v1's optional timeout and
     message stay unset: kubelet's default timeout, no detail)."""
 
-    def __init__(self, feed: HealthFeed) -> None:
-        self._alpha = HealthServicer(feed)
+    def __init__(self, alpha: HealthServicer) -> None:
+        """``alpha`` serves the streams, so both versions share its limit on open streams."""
+        self._alpha = alpha
 
     def methods(self) -> dict[str, Method]:
         """``v1.DRAResourceHealth``, for the RPC server."""
@@ -152,5 +186,7 @@ class V1HealthServicer:
     def NodeWatchResources(
         self, request: pb_v1.NodeWatchResourcesRequest, context: CallContext
     ) -> Iterator[pb_v1.NodeWatchResourcesResponse]:
-        for response in self._alpha.NodeWatchResources(pb.NodeWatchResourcesRequest(), context):
-            yield pb_v1.NodeWatchResourcesResponse.FromString(response.SerializeToString())
+        alpha = self._alpha.NodeWatchResources(pb.NodeWatchResourcesRequest(), context)
+        with contextlib.closing(alpha) as responses:  # its stream is counted out as this one ends
+            for response in responses:
+                yield pb_v1.NodeWatchResourcesResponse.FromString(response.SerializeToString())

@@ -211,7 +211,8 @@ class DraPluginServer:
         """Both DRA versions, and the health stream in both versions when there is a feed."""
         methods = V1Servicer(self._preparer).methods() | V1beta1Servicer(self._preparer).methods()
         if self.health is not None:
-            methods |= V1HealthServicer(self.health).methods() | HealthServicer(self.health).methods()
+            alpha = HealthServicer(self.health)
+            methods |= V1HealthServicer(alpha).methods() | alpha.methods()
         return methods
 
     def _serve(self, path: Path, methods: Mapping[str, Method]) -> None:

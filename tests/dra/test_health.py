@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
-from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed
+from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.kubeletsim.drahealth import HEALTH_V1, HEALTH_V1ALPHA1, HealthWatch
 from hcs_deviceplugin.model import Health
+from hcs_deviceplugin.rpc.server import CallContext
 from tests.dra.rig import DRIVER, NODE, Rig, compute_devices, dra_rig
 
 TIMEOUT = 10.0
@@ -77,6 +78,42 @@ def test_stopping_the_plugin_ends_the_stream(rig: Rig) -> None:
         assert watch.wait_ended(TIMEOUT), "the stream outlived the plugin"
     finally:
         watch.close()
+
+
+def test_a_stream_beyond_the_limit_ends_the_oldest_and_the_rest_go_on(rig: Rig) -> None:
+    """Every stream holds a server thread: a client opening stream after stream ends its oldest
+    (in either version) instead of piling threads up, and the newer streams still see changes."""
+    registration = rig.kubelet.wait_registered(DRIVER, TIMEOUT)
+    watches: list[HealthWatch] = []
+    try:
+        for n in range(HealthServicer.MAX_STREAMS + 1):
+            known = (HEALTH_V1,) if n % 2 == 0 else (HEALTH_V1ALPHA1,)
+            watch = HealthWatch(registration, known)
+            watches.append(watch)
+            watch.wait_for(lambda health: len(health) > 0, TIMEOUT)  # open before the next one
+        oldest, *rest = watches
+        assert oldest.wait_ended(TIMEOUT), "the oldest stream was not ended"
+        assert not any(w.wait_ended(0) for w in rest)
+        rig.set_health(rig.devices[0].card_id, Health.UNHEALTHY)
+        for watch in rest:
+            watch.wait_for(lambda health: health[(NODE, rig.devices[0].name)] == "UNHEALTHY", TIMEOUT)
+    finally:
+        for watch in watches:
+            watch.close()
+
+
+def test_an_ended_stream_gives_its_place_back() -> None:
+    """Counted out as the server closes it, so ended streams never crowd live ones out."""
+    servicer = HealthServicer(HealthFeed(NODE))
+    streams = [
+        servicer.NodeWatchResources(pb.NodeWatchResourcesRequest(), CallContext("w")) for _ in range(3)
+    ]
+    for stream in streams:
+        next(stream)
+    assert servicer.open_streams == 3
+    for stream in streams:
+        stream.close()
+    assert servicer.open_streams == 0
 
 
 class Clock:

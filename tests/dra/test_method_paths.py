@@ -65,7 +65,11 @@ CASES: list[tuple[str, Callable[[Any], object], Callable[[], Mapping[str, Method
     ),
     ("dra v1", dra_v1_grpc.DRAPluginStub, lambda: V1Servicer(NoClaims()).methods()),
     ("dra v1beta1", dra_v1beta1_grpc.DRAPluginStub, lambda: V1beta1Servicer(NoClaims()).methods()),
-    ("health v1", health_v1_grpc.DRAResourceHealthStub, lambda: V1HealthServicer(HealthFeed("n")).methods()),
+    (
+        "health v1",
+        health_v1_grpc.DRAResourceHealthStub,
+        lambda: V1HealthServicer(HealthServicer(HealthFeed("n"))).methods(),
+    ),
     (
         "health v1alpha1",
         health_v1alpha1_grpc.DRAResourceHealthStub,
