@@ -12,10 +12,10 @@ plugins that advertise it (and lists as services the ones it does not know, so o
 the extra entry).
 
 Both sockets are :class:`~hcs_deviceplugin.rpc.server.RpcServer`\ s, like the pools', so a node
-with a DRA pool never loads grpcio. That server answers a connection's unary calls on its reader
-thread: kubelet's calls on its one connection are taken one at a time (grpcio's pool of 8 took them
-side by side), and a claim whose API read is slow delays the calls behind it by up to the read's
-timeout. The preparer's one lock serialised all but the read already.
+with a DRA pool never loads grpcio. Prepare and Unprepare are its ``blocking`` methods: they may
+wait on a claim's API read, so they run on the server's worker threads (8, as grpcio's pool had),
+not on the connection's reader, and a slow read does not hold up the calls behind it. The
+preparer's one lock serialises all but the read.
 """
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ class V1Servicer:
         """``v1.DRAPlugin``, for the RPC server."""
         return {
             DRA_V1_SERVICE + "NodePrepareResources": Unary(
-                v1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources
+                v1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources, blocking=True
             ),
             DRA_V1_SERVICE + "NodeUnprepareResources": Unary(
-                v1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources
+                v1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources, blocking=True
             ),
         }
 
@@ -148,10 +148,10 @@ class V1beta1Servicer:
         """``v1beta1.DRAPlugin``, for the RPC server."""
         return {
             DRA_V1BETA1_SERVICE + "NodePrepareResources": Unary(
-                v1beta1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources
+                v1beta1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources, blocking=True
             ),
             DRA_V1BETA1_SERVICE + "NodeUnprepareResources": Unary(
-                v1beta1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources
+                v1beta1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources, blocking=True
             ),
         }
 

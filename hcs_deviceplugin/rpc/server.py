@@ -35,6 +35,7 @@ import contextlib
 import errno
 import logging
 import os
+import queue
 import select
 import socket
 import threading
@@ -74,6 +75,8 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 """Bytes a server stream may have queued for a client that does not read before its producer waits."""
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
+WORKERS = 8
+"""Threads for blocking unary calls (see :class:`Unary`), per server."""
 SEND_TIMEOUT_S = 10.0
 """How long a peer may take none of what we have to send before the connection is dropped."""
 UNSENT_LIMIT_BYTES = 256 * 1024
@@ -182,10 +185,17 @@ class CallContext:
 
 @dataclass(frozen=True)
 class Unary:
-    """A unary method: ``parse`` reads the request bytes, ``handle`` answers it."""
+    """A unary method: ``parse`` reads the request bytes, ``handle`` answers it.
+
+    ``blocking`` says ``handle`` may wait on I/O (an API read): it then runs on the server's
+    worker threads instead of the connection's reader, so a slow call does not hold up the calls
+    behind it on the same connection. In-memory handlers (Allocate) stay on the reader: a hand-off
+    would only add latency.
+    """
 
     parse: Callable[[bytes], Any]
     handle: Callable[[Any, CallContext], Message]
+    blocking: bool = False
 
 
 @dataclass(frozen=True)
@@ -482,7 +492,10 @@ class _Connection:
         except Exception as exc:
             self._finish(call, None, Code.INTERNAL, f"could not parse the request: {exc}")
             return
-        if isinstance(method, Unary):
+        if isinstance(method, Unary) and method.blocking:
+            if not self._server.workers.submit(lambda: self._answer_unary(call, method, request)):
+                self._finish(call, None, Code.UNAVAILABLE, "the server is stopping")
+        elif isinstance(method, Unary):
             self._answer_unary(call, method, request)
         elif isinstance(method, ServerStream):
             thread = threading.Thread(
@@ -711,6 +724,57 @@ class _Connection:
             os.close(self._wake_write)
 
 
+class _Workers:
+    """Daemon threads for blocking unary calls, started on first use, at most ``size`` at once.
+
+    Daemon threads, unlike concurrent.futures' pool, never hold up the process's exit behind a
+    call still waiting on the network; calls beyond ``size`` wait their turn in the queue.
+    """
+
+    def __init__(self, name: str, size: int) -> None:
+        self._name = name
+        self._size = size
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._stopped = False
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Queue ``job``; False once stopped."""
+        with self._lock:
+            if self._stopped:
+                return False
+            if self._idle > 0:
+                self._idle -= 1  # an idle worker will take it
+            elif len(self._threads) < self._size:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-worker", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        self._queue.put(job)
+        return True
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:
+                log.exception("%s: worker job failed", self._name)
+            with self._lock:
+                self._idle += 1
+
+    def stop(self) -> None:
+        """Let the workers end once the calls queued before this are done."""
+        with self._lock:
+            self._stopped = True
+            count = len(self._threads)
+        for _ in range(count):
+            self._queue.put(None)
+
+
 class RpcServer:
     """Serves ``methods`` (``/package.Service/Method`` → method) on the unix socket ``path``.
 
@@ -741,6 +805,7 @@ class RpcServer:
         self._stopped = threading.Event()
         self._all_closed = threading.Event()
         self._accept_thread: threading.Thread | None = None
+        self.workers = _Workers(name, WORKERS)
 
     def unary_handler(self, method_name: str, method: Unary) -> UnaryHandler:
         """``method``'s handler as wrapped when the server was built."""
@@ -819,6 +884,7 @@ class RpcServer:
         end). Returns an event set once every connection is closed.
         """
         self._stopped.set()
+        self.workers.stop()
         listener = self._listener
         if listener is not None:
             with contextlib.suppress(OSError):
