@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,15 +52,6 @@ def edits(_pool: Pool, chosen: Sequence[Unit]) -> ContainerEdits:
     if unready:
         raise ValueError(f"card of {unready[0]}: its sharing daemon is not running")
     return ContainerEdits(env={"UNITS": ",".join(u.id for u in chosen)})
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "") -> None:
-    """Poll a cheap condition with a bound; for server state that has no event of its own to wait on."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.005)
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from hcs_deviceplugin.kubelet.watch import file_identity
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.plugin.server import PluginServer, RegistrationStatus
 from hcs_deviceplugin.plugin.sockets import socket_name_for
-from tests.plugin.conftest import RESOURCE, WAIT, FakeRegistration, ServerFactory, wait_until
+from tests.plugin.conftest import RESOURCE, WAIT, FakeRegistration, ServerFactory
+from tests.waiting import wait_until
 
 STOP_BUDGET = 0.5
 """Generous for a shared 2-core CI box; the target (and what is measured locally) is under 50 ms."""

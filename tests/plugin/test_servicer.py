@@ -13,7 +13,8 @@ from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.model import ContainerEdits, Pool, Unit
 from hcs_deviceplugin.plugin.server import PluginServer
-from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units, wait_until
+from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units
+from tests.waiting import wait_until
 
 Calls = list[tuple[str, list[str]]]
 

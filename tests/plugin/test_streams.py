@@ -15,8 +15,9 @@ import grpc
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.plugin.servicer import MAX_STREAMS
-from tests.plugin.conftest import WAIT, ServerFactory, pool, units, wait_until
+from tests.plugin.conftest import WAIT, ServerFactory, pool, units
 from tests.plugin.test_servicer import allocate, serving
+from tests.waiting import wait_until
 
 IDLE_STREAMS = 20
 UNARY_DEADLINE = 3.0

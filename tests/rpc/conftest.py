@@ -25,6 +25,7 @@ import pytest
 from hcs_deviceplugin.rpc.server import CallContext, Method, RpcServer, ServerStream, Unary
 from hcs_deviceplugin.rpc.status import Code
 from hcs_deviceplugin.rpc.wire import frame
+from tests.waiting import wait_until
 
 WAIT = 10.0
 """Bound on every wait; a passing test never comes near it."""
@@ -35,15 +36,6 @@ class Raw(bytes):
 
     def SerializeToString(self) -> bytes:
         return bytes(self)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "") -> None:
-    """Poll a cheap condition with a bound, for state with no event of its own to wait on."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.005)
 
 
 class Methods:
@@ -102,6 +94,17 @@ class Methods:
                 yield Raw(b"x" * int(request.decode()))
         finally:
             self.stream_ended.set()
+
+
+def begin_graceful_stop(server: RpcServer) -> threading.Thread:
+    """Start ``server.stop(WAIT)`` on a thread; return it once every connection has our GOAWAY."""
+    stopper = threading.Thread(target=server.stop, args=(WAIT,))
+    stopper.start()
+    wait_until(
+        lambda: all(c._last_stream_id is not None for c in list(server._connections)),
+        what="the GOAWAY went out",
+    )
+    return stopper
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from hcs_deviceplugin.rpc.client import CallHandle, unary_call
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES, frame
-from tests.rpc.conftest import WAIT, Methods, wait_until
+from tests.rpc.conftest import WAIT, Methods, begin_graceful_stop
 
 
 class Reference:
@@ -176,12 +176,7 @@ def test_our_client_gets_its_answer_through_our_servers_graceful_stop(
     caller = threading.Thread(target=run)
     caller.start()
     assert methods.entered.wait(WAIT)
-    stopper = threading.Thread(target=server.stop, args=(WAIT,))
-    stopper.start()
-    wait_until(
-        lambda: all(c._last_stream_id is not None for c in list(server._connections)),
-        what="the GOAWAY went out",
-    )
+    stopper = begin_graceful_stop(server)
     methods.release.set()
     caller.join(WAIT)
     stopper.join(WAIT)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import grpc
@@ -11,7 +10,7 @@ import pytest
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.status import Code
 from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES
-from tests.rpc.conftest import WAIT, Methods, unary, wait_until
+from tests.rpc.conftest import WAIT, Methods, begin_graceful_stop, unary
 
 
 def test_unary_echo_of_a_request_larger_than_one_frame(channel: grpc.Channel) -> None:
@@ -116,12 +115,7 @@ def test_stop_with_grace_lets_a_unary_call_in_flight_answer(server: RpcServer, m
     with grpc.insecure_channel(f"unix:{server.path}") as chan:
         future = unary(chan, "/t.T/Hold").future(b"held", timeout=WAIT)
         assert methods.entered.wait(WAIT)
-        stopper = threading.Thread(target=server.stop, args=(WAIT,))
-        stopper.start()
-        wait_until(
-            lambda: all(c._last_stream_id is not None for c in list(server._connections)),
-            what="the GOAWAY went out",
-        )
+        stopper = begin_graceful_stop(server)
         methods.release.set()
         assert future.result(timeout=WAIT) == b"held"
         stopper.join(WAIT)

@@ -21,7 +21,8 @@ from hcs_deviceplugin.rpc import server as server_module
 from hcs_deviceplugin.rpc.frameguard import FrameSplitter, GoAway, goaway_of
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES, frame
-from tests.rpc.conftest import WAIT, Methods, RawClient, unary, wait_until
+from tests.rpc.conftest import WAIT, Methods, RawClient, unary
+from tests.waiting import wait_until
 
 ClientFactory = Callable[[], RawClient]
 
