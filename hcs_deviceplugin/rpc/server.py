@@ -75,6 +75,8 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 """Bytes a server stream may have queued for a client that does not read before its producer waits."""
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
+CLOSED_STREAMS_KEPT = 1024
+"""Closed streams a connection remembers (see :class:`_H2Connection`)."""
 WORKERS = 8
 """Threads for blocking unary calls (see :class:`Unary`), per server."""
 SEND_TIMEOUT_S = 10.0
@@ -267,13 +269,26 @@ class _Call:
         self.context.add_callback(self.drained.set)  # a producer waiting for room wakes when it ends
 
 
+class _H2Connection(h2.connection.H2Connection):
+    """h2's state machine, remembering fewer closed streams.
+
+    h2 keeps the fate of the last 65,536 closed streams of a connection, to tell a late frame on
+    one from a protocol error. Kubelet keeps one connection for the life of a plugin and every
+    Allocate is a stream, so that record grew by about 100 bytes a call up to about 6 MiB. Late
+    frames come within a few calls of the close; a frame for a stream forgotten beyond this window
+    gets that stream reset, which costs the client nothing.
+    """
+
+    MAX_CLOSED_STREAMS = CLOSED_STREAMS_KEPT
+
+
 class _Connection:
     """One client connection: its reader thread, the h2 state machine and the calls on it."""
 
     def __init__(self, server: RpcServer, sock: socket.socket) -> None:
         self._server = server
         self._sock = sock
-        self._h2 = h2.connection.H2Connection(
+        self._h2 = _H2Connection(
             config=h2.config.H2Configuration(
                 client_side=False,
                 header_encoding=None,
