@@ -12,13 +12,11 @@ names them: pool = the node, device = the DRA name.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 
-from hcs_deviceplugin.api.drahealth.v1 import api_pb2 as pb_v1
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.model import Health
@@ -132,11 +130,17 @@ class HealthServicer:
             return len(self._streams)
 
     def methods(self) -> dict[str, Method]:
-        """``v1alpha1.DRAResourceHealth``, for the RPC server."""
+        """The stream of every version in :data:`HEALTH_SERVICES`, for the RPC server.
+
+        ``v1`` is ``v1alpha1`` plus two optional response fields (a timeout, a message) that we leave
+        unset, with the same field numbers: the transport carries bytes, so one handler answers both
+        paths, and both versions share this servicer's limit on open streams.
+        """
         return {
-            watch_path(HEALTH_SERVICES[1]): ServerStream(
+            watch_path(service): ServerStream(
                 pb.NodeWatchResourcesRequest.FromString, self.NodeWatchResources
             )
+            for service in HEALTH_SERVICES
         }
 
     def NodeWatchResources(
@@ -165,28 +169,3 @@ class HealthServicer:
         for old in evicted:
             log.warning("more than %d DRA health streams; ending the oldest", self.MAX_STREAMS)
             old.cancel()
-
-
-class V1HealthServicer:
-    """``v1`` by way of ``v1alpha1``: fields 1-3 are the same on the wire (v1's optional timeout and
-    message stay unset: kubelet's default timeout, no detail)."""
-
-    def __init__(self, alpha: HealthServicer) -> None:
-        """``alpha`` serves the streams, so both versions share its limit on open streams."""
-        self._alpha = alpha
-
-    def methods(self) -> dict[str, Method]:
-        """``v1.DRAResourceHealth``, for the RPC server."""
-        return {
-            watch_path(HEALTH_SERVICES[0]): ServerStream(
-                pb_v1.NodeWatchResourcesRequest.FromString, self.NodeWatchResources
-            )
-        }
-
-    def NodeWatchResources(
-        self, request: pb_v1.NodeWatchResourcesRequest, context: CallContext
-    ) -> Iterator[pb_v1.NodeWatchResourcesResponse]:
-        alpha = self._alpha.NodeWatchResources(pb.NodeWatchResourcesRequest(), context)
-        with contextlib.closing(alpha) as responses:  # its stream is counted out as this one ends
-            for response in responses:
-                yield pb_v1.NodeWatchResourcesResponse.FromString(response.SerializeToString())

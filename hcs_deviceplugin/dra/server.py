@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
-from hcs_deviceplugin.api.dra.v1beta1 import api_pb2 as v1beta1
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
-from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer, V1HealthServicer
+from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
 from hcs_deviceplugin.rpc.server import CallContext, Method, RpcServer, Unary
@@ -100,17 +99,24 @@ def _prepare_all(preparer: Preparer, claims: list[ClaimRef]) -> dict[str, Prepar
     return {claim.uid: preparer.prepare(claim) for claim in claims}
 
 
-class V1Servicer:
+class DraServicer:
+    """``DRAPlugin`` for the preparer, in both versions kubelet may speak.
+
+    ``v1beta1``'s messages are byte-identical to ``v1``'s and the transport carries bytes, so a
+    ``v1beta1`` request parses as ``v1`` and the ``v1`` answer's bytes are the ``v1beta1`` answer:
+    one set of handlers serves both paths.
+    """
+
     def __init__(self, preparer: Preparer) -> None:
         self._preparer = preparer
 
-    def methods(self) -> dict[str, Method]:
-        """``v1.DRAPlugin``, for the RPC server."""
+    def methods(self, service: str) -> dict[str, Method]:
+        """``service`` (:data:`DRA_V1_SERVICE` or :data:`DRA_V1BETA1_SERVICE`), for the RPC server."""
         return {
-            DRA_V1_SERVICE + "NodePrepareResources": Unary(
+            service + "NodePrepareResources": Unary(
                 v1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources, blocking=True
             ),
-            DRA_V1_SERVICE + "NodeUnprepareResources": Unary(
+            service + "NodeUnprepareResources": Unary(
                 v1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources, blocking=True
             ),
         }
@@ -136,40 +142,6 @@ class V1Servicer:
         for c in request.claims:
             response.claims[c.uid].error = self._preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
         return response
-
-
-class V1beta1Servicer:
-    """v1beta1 by way of v1: the messages are byte-identical, so convert through the wire."""
-
-    def __init__(self, preparer: Preparer) -> None:
-        self._v1 = V1Servicer(preparer)
-
-    def methods(self) -> dict[str, Method]:
-        """``v1beta1.DRAPlugin``, for the RPC server."""
-        return {
-            DRA_V1BETA1_SERVICE + "NodePrepareResources": Unary(
-                v1beta1.NodePrepareResourcesRequest.FromString, self.NodePrepareResources, blocking=True
-            ),
-            DRA_V1BETA1_SERVICE + "NodeUnprepareResources": Unary(
-                v1beta1.NodeUnprepareResourcesRequest.FromString, self.NodeUnprepareResources, blocking=True
-            ),
-        }
-
-    def NodePrepareResources(
-        self, request: v1beta1.NodePrepareResourcesRequest, context: CallContext
-    ) -> v1beta1.NodePrepareResourcesResponse:
-        answer = self._v1.NodePrepareResources(
-            v1.NodePrepareResourcesRequest.FromString(request.SerializeToString()), context
-        )
-        return v1beta1.NodePrepareResourcesResponse.FromString(answer.SerializeToString())
-
-    def NodeUnprepareResources(
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: CallContext
-    ) -> v1beta1.NodeUnprepareResourcesResponse:
-        answer = self._v1.NodeUnprepareResources(
-            v1.NodeUnprepareResourcesRequest.FromString(request.SerializeToString()), context
-        )
-        return v1beta1.NodeUnprepareResourcesResponse.FromString(answer.SerializeToString())
 
 
 class DraPluginServer:
@@ -209,10 +181,10 @@ class DraPluginServer:
 
     def _dra_methods(self) -> dict[str, Method]:
         """Both DRA versions, and the health stream in both versions when there is a feed."""
-        methods = V1Servicer(self._preparer).methods() | V1beta1Servicer(self._preparer).methods()
+        dra = DraServicer(self._preparer)
+        methods = dra.methods(DRA_V1_SERVICE) | dra.methods(DRA_V1BETA1_SERVICE)
         if self.health is not None:
-            alpha = HealthServicer(self.health)
-            methods |= V1HealthServicer(alpha).methods() | alpha.methods()
+            methods |= HealthServicer(self.health).methods()
         return methods
 
     def _serve(self, path: Path, methods: Mapping[str, Method]) -> None:

@@ -19,9 +19,9 @@ from hcs_deviceplugin.api.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
 from hcs_deviceplugin.api.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from hcs_deviceplugin.dra.health import HealthFeed, HealthServicer, V1HealthServicer
+from hcs_deviceplugin.dra.health import HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
-from hcs_deviceplugin.dra.server import RegistrationServicer, V1beta1Servicer, V1Servicer
+from hcs_deviceplugin.dra.server import DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, DraServicer, RegistrationServicer
 from hcs_deviceplugin.rpc.server import Method, ServerStream, Unary
 
 
@@ -63,16 +63,18 @@ CASES: list[tuple[str, Callable[[Any], object], Callable[[], Mapping[str, Method
         reg_grpc.RegistrationStub,
         lambda: RegistrationServicer("gpu.example.com", Path("/x"), lambda *_: None).methods(),
     ),
-    ("dra v1", dra_v1_grpc.DRAPluginStub, lambda: V1Servicer(NoClaims()).methods()),
-    ("dra v1beta1", dra_v1beta1_grpc.DRAPluginStub, lambda: V1beta1Servicer(NoClaims()).methods()),
+    ("dra v1", dra_v1_grpc.DRAPluginStub, lambda: DraServicer(NoClaims()).methods(DRA_V1_SERVICE)),
     (
-        "health v1",
-        health_v1_grpc.DRAResourceHealthStub,
-        lambda: V1HealthServicer(HealthServicer(HealthFeed("n"))).methods(),
+        "dra v1beta1",
+        dra_v1beta1_grpc.DRAPluginStub,
+        lambda: DraServicer(NoClaims()).methods(DRA_V1BETA1_SERVICE),
     ),
     (
-        "health v1alpha1",
-        health_v1alpha1_grpc.DRAResourceHealthStub,
+        "health v1 and v1alpha1",
+        lambda channel: (
+            health_v1_grpc.DRAResourceHealthStub(channel),
+            health_v1alpha1_grpc.DRAResourceHealthStub(channel),
+        ),
         lambda: HealthServicer(HealthFeed("n")).methods(),
     ),
 ]
