@@ -319,12 +319,24 @@ def parse_arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> a
     if args.command != "run":
         return args
     run = _subparser(parser, "run")
+    refuse_bare_separator(run, args)
     try:
         args, taken = envflags.apply_environment(run, arguments, args, environ, parser.parse_args)
     except envflags.EnvironmentValueError as exc:
         run.error(str(exc))
     args.from_environment = taken
     return args
+
+
+def refuse_bare_separator(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse ``--flag=--``: argparse drops a value that is exactly ``--`` and stores ``[]``, which
+    no flag means; its ``HCS_`` variable set to ``--`` is refused the same way."""
+    for action in parser._actions:
+        single = (
+            action.option_strings and action.nargs is None and not isinstance(action, argparse._AppendAction)
+        )
+        if single and getattr(args, action.dest, None) == []:
+            parser.error(f"{action.option_strings[-1]}: '--' is not a value")
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -116,6 +116,8 @@ def _value(action: argparse.Action, name: str, text: str) -> object:
 
 
 def _one(action: argparse.Action, name: str, text: str) -> object:
+    if text == "--":  # argparse drops it from "--flag=--" too (see cli.refuse_bare_separator)
+        raise EnvironmentValueError(f"{name}={text!r}: '--' is not a value")
     convert = action.type if callable(action.type) else str
     try:
         value = convert(text)
