@@ -12,7 +12,7 @@ from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
 from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
 from hcs_deviceplugin.reconciler import HeldCard
-from hcs_deviceplugin.rpc.server import Interceptor
+from hcs_deviceplugin.rpc.calls import Interceptor
 
 
 class PoolSource(Protocol):

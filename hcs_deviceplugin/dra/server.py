@@ -31,7 +31,8 @@ from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
 from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
-from hcs_deviceplugin.rpc.server import CallContext, Method, RpcServer, Unary
+from hcs_deviceplugin.rpc.calls import CallContext, Method, Unary
+from hcs_deviceplugin.rpc.server import RpcServer
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from hcs_deviceplugin.observability.metrics import Metrics
-from hcs_deviceplugin.rpc.server import CallContext, Message, UnaryHandler
+from hcs_deviceplugin.rpc.calls import CallContext, Message, UnaryHandler
 
 SERVICE = "/v1beta1.DevicePlugin/"
 ALLOCATE = SERVICE + "Allocate"

@@ -44,7 +44,8 @@ from hcs_deviceplugin.plugin.sockets import (
     socket_name_for,
 )
 from hcs_deviceplugin.plugin.state import PoolState
-from hcs_deviceplugin.rpc.server import Interceptor, RpcServer
+from hcs_deviceplugin.rpc.calls import Interceptor
+from hcs_deviceplugin.rpc.server import RpcServer
 
 log = logging.getLogger(__name__)
 

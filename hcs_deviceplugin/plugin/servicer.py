@@ -20,7 +20,7 @@ from hcs_deviceplugin.kubelet.registration import plugin_options
 from hcs_deviceplugin.model import ContainerEdits, Health, Pool, Unit
 from hcs_deviceplugin.plugin.convert import edits_to_response, list_and_watch_response
 from hcs_deviceplugin.plugin.state import PoolState, Snapshot
-from hcs_deviceplugin.rpc.server import CallContext, Method, ServerStream, Unary
+from hcs_deviceplugin.rpc.calls import CallContext, Method, ServerStream, Unary
 from hcs_deviceplugin.rpc.status import Code
 
 log = logging.getLogger(__name__)

@@ -35,16 +35,14 @@ import contextlib
 import errno
 import logging
 import os
-import queue
 import select
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -54,6 +52,14 @@ import h2.exceptions
 import h2.settings
 import hyperframe.frame
 
+from hcs_deviceplugin.rpc.calls import (
+    CallContext,
+    Interceptor,
+    Method,
+    ServerStream,
+    Unary,
+    UnaryHandler,
+)
 from hcs_deviceplugin.rpc.frameguard import ClientFrames
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
@@ -65,6 +71,7 @@ from hcs_deviceplugin.rpc.wire import (
     frame,
     status_headers,
 )
+from hcs_deviceplugin.rpc.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -100,119 +107,8 @@ def _is_grpc(content_type: bytes) -> bool:
     return content_type == CONTENT_TYPE or content_type.startswith((CONTENT_TYPE + b"+", CONTENT_TYPE + b";"))
 
 
-class Message(Protocol):
-    """What a response is to the server: something that serializes itself (a protobuf message)."""
-
-    def SerializeToString(self) -> bytes: ...
-
-
-_CALLBACKS = threading.Lock()
-"""Guards every context's callbacks and cancel event: both are rare (a stream's), so one lock for all
-keeps a unary call from creating any synchronisation object of its own."""
-
-
-class CallContext:
-    """What a handler sees of its call: whether it is still wanted, and how to end it with a status.
-
-    The method names match grpcio's ``ServicerContext`` where they overlap, so handlers read the
-    same on either server.
-    """
-
-    __slots__ = ("_callbacks", "_cancelled", "_event", "_finished", "method")
-
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self._cancelled = False
-        self._callbacks: list[Callable[[], None]] | None = None
-        self._finished = False
-        self._event: threading.Event | None = None
-
-    def is_active(self) -> bool:
-        return not self._cancelled
-
-    def add_callback(self, callback: Callable[[], None]) -> bool:
-        """Run ``callback`` when the call ends (answered, cancelled or cut); False if it has ended."""
-        with _CALLBACKS:
-            if self._finished:
-                return False
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(callback)
-            return True
-
-    def abort(self, code: Code, details: str) -> NoReturn:
-        """End the call with ``code`` and ``details`` (raises; the server sends the status)."""
-        raise RpcError(code, details)
-
-    def cancel(self) -> None:
-        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks.
-
-        A stream ends with a CANCELLED status after the messages it had queued, not with
-        RST_STREAM: grpcio's client drops a message it has received but not yet read when a reset
-        follows it closely (about one in ten), which lost a draining pool's last, empty list.
-        """
-        with _CALLBACKS:
-            self._cancelled = True
-            event = self._event
-        if event is not None:
-            event.set()
-        self._finish()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def wait_cancelled(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the call to be cancelled; whether it was."""
-        with _CALLBACKS:
-            if self._cancelled:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        return event.wait(timeout)
-
-    def _finish(self) -> None:
-        with _CALLBACKS:
-            if self._finished:
-                return
-            self._finished = True
-            callbacks, self._callbacks = self._callbacks or [], None
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("callback of %s failed", self.method)
-
-
-@dataclass(frozen=True)
-class Unary:
-    """A unary method: ``parse`` reads the request bytes, ``handle`` answers it.
-
-    ``blocking`` says ``handle`` may wait on I/O (an API read): it then runs on the server's
-    worker threads instead of the connection's reader, so a slow call does not hold up the calls
-    behind it on the same connection. In-memory handlers (Allocate) stay on the reader: a hand-off
-    would only add latency.
-    """
-
-    parse: Callable[[bytes], Any]
-    handle: Callable[[Any, CallContext], Message]
-    blocking: bool = False
-
-
-@dataclass(frozen=True)
-class ServerStream:
-    """A server-streaming method: ``handle`` yields the responses."""
-
-    parse: Callable[[bytes], Any]
-    handle: Callable[[Any, CallContext], Iterator[Message]]
-
-
-Method = Unary | ServerStream
-UnaryHandler = Callable[[Any, CallContext], Message]
-Interceptor = Callable[[str, UnaryHandler], UnaryHandler]
-"""Given a method's name and unary handler, the handler to serve instead (a latency observer wraps
-it, others return it as it is); asked once per method when a server is built, not per call."""
+_FLAGS = threading.Lock()
+"""Guards every drain flag: only a stream's producer ever waits on one, so one lock serves all."""
 
 
 class _Flag:
@@ -226,20 +122,20 @@ class _Flag:
         self._set = True
 
     def set(self) -> None:
-        with _CALLBACKS:
+        with _FLAGS:
             self._set = True
             event = self._event
         if event is not None:
             event.set()
 
     def clear(self) -> None:
-        with _CALLBACKS:
+        with _FLAGS:
             self._set = False
             if self._event is not None:
                 self._event.clear()
 
     def wait(self, timeout: float) -> bool:
-        with _CALLBACKS:
+        with _FLAGS:
             if self._set:
                 return True
             if self._event is None:
@@ -739,57 +635,6 @@ class _Connection:
             os.close(self._wake_write)
 
 
-class _Workers:
-    """Daemon threads for blocking unary calls, started on first use, at most ``size`` at once.
-
-    Daemon threads, unlike concurrent.futures' pool, never hold up the process's exit behind a
-    call still waiting on the network; calls beyond ``size`` wait their turn in the queue.
-    """
-
-    def __init__(self, name: str, size: int) -> None:
-        self._name = name
-        self._size = size
-        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._stopped = False
-
-    def submit(self, job: Callable[[], None]) -> bool:
-        """Queue ``job``; False once stopped."""
-        with self._lock:
-            if self._stopped:
-                return False
-            if self._idle > 0:
-                self._idle -= 1  # an idle worker will take it
-            elif len(self._threads) < self._size:
-                thread = threading.Thread(target=self._work, name=f"{self._name}-worker", daemon=True)
-                self._threads.append(thread)
-                thread.start()
-        self._queue.put(job)
-        return True
-
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            try:
-                job()
-            except Exception:
-                log.exception("%s: worker job failed", self._name)
-            with self._lock:
-                self._idle += 1
-
-    def stop(self) -> None:
-        """Let the workers end once the calls queued before this are done."""
-        with self._lock:
-            self._stopped = True
-            count = len(self._threads)
-        for _ in range(count):
-            self._queue.put(None)
-
-
 class RpcServer:
     """Serves ``methods`` (``/package.Service/Method`` → method) on the unix socket ``path``.
 
@@ -820,7 +665,7 @@ class RpcServer:
         self._stopped = threading.Event()
         self._all_closed = threading.Event()
         self._accept_thread: threading.Thread | None = None
-        self.workers = _Workers(name, WORKERS)
+        self.workers = Workers(name, WORKERS)
 
     def unary_handler(self, method_name: str, method: Unary) -> UnaryHandler:
         """``method``'s handler as wrapped when the server was built."""

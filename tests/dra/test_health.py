@@ -12,7 +12,7 @@ from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
 from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.kubeletsim.drahealth import HEALTH_V1, HEALTH_V1ALPHA1, HealthWatch
 from hcs_deviceplugin.model import Health
-from hcs_deviceplugin.rpc.server import CallContext
+from hcs_deviceplugin.rpc.calls import CallContext
 from tests.dra.rig import DRIVER, NODE, Rig, compute_devices, dra_rig
 
 TIMEOUT = 10.0

@@ -22,7 +22,7 @@ from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from hcs_deviceplugin.dra.health import HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.dra.server import DRA_V1_SERVICE, DRA_V1BETA1_SERVICE, DraServicer, RegistrationServicer
-from hcs_deviceplugin.rpc.server import Method, ServerStream, Unary
+from hcs_deviceplugin.rpc.calls import Method, ServerStream, Unary
 
 
 class RecordingChannel:

@@ -22,7 +22,8 @@ import h2.connection
 import h2.events
 import pytest
 
-from hcs_deviceplugin.rpc.server import CallContext, Method, RpcServer, ServerStream, Unary
+from hcs_deviceplugin.rpc.calls import CallContext, Method, ServerStream, Unary
+from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.status import Code
 from hcs_deviceplugin.rpc.wire import frame
 from tests.waiting import wait_until

@@ -10,7 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from hcs_deviceplugin.rpc.server import CallContext, RpcServer, Unary
+from hcs_deviceplugin.rpc.calls import CallContext, Unary
+from hcs_deviceplugin.rpc.server import RpcServer
 from tests.rpc.conftest import WAIT, Raw, unary
 
 

@@ -1,0 +1,132 @@
+"""What a method is to the RPC server, and what its handler sees of its call.
+
+Kept apart from the server so a servicer (a pool's, DRA's) names its methods and reads its context
+without the HTTP/2 machinery.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+from hcs_deviceplugin.rpc.status import Code, RpcError
+
+log = logging.getLogger(__name__)
+
+
+class Message(Protocol):
+    """What a response is to the server: something that serializes itself (a protobuf message)."""
+
+    def SerializeToString(self) -> bytes: ...
+
+
+_CALLBACKS = threading.Lock()
+"""Guards every context's callbacks and cancel event: both are rare (a stream's), so one lock for all
+keeps a unary call from creating any synchronisation object of its own."""
+
+
+class CallContext:
+    """What a handler sees of its call: whether it is still wanted, and how to end it with a status.
+
+    The method names match grpcio's ``ServicerContext`` where they overlap, so handlers read the
+    same on either server.
+    """
+
+    __slots__ = ("_callbacks", "_cancelled", "_event", "_finished", "method")
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self._cancelled = False
+        self._callbacks: list[Callable[[], None]] | None = None
+        self._finished = False
+        self._event: threading.Event | None = None
+
+    def is_active(self) -> bool:
+        return not self._cancelled
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` when the call ends (answered, cancelled or cut); False if it has ended."""
+        with _CALLBACKS:
+            if self._finished:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append(callback)
+            return True
+
+    def abort(self, code: Code, details: str) -> NoReturn:
+        """End the call with ``code`` and ``details`` (raises; the server sends the status)."""
+        raise RpcError(code, details)
+
+    def cancel(self) -> None:
+        """End the call from our side: the client sees CANCELLED. Safe from any thread, never blocks.
+
+        A stream ends with a CANCELLED status after the messages it had queued, not with
+        RST_STREAM: grpcio's client drops a message it has received but not yet read when a reset
+        follows it closely (about one in ten), which lost a draining pool's last, empty list.
+        """
+        with _CALLBACKS:
+            self._cancelled = True
+            event = self._event
+        if event is not None:
+            event.set()
+        self._finish()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def wait_cancelled(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the call to be cancelled; whether it was."""
+        with _CALLBACKS:
+            if self._cancelled:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
+
+    def _finish(self) -> None:
+        with _CALLBACKS:
+            if self._finished:
+                return
+            self._finished = True
+            callbacks, self._callbacks = self._callbacks or [], None
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("callback of %s failed", self.method)
+
+
+@dataclass(frozen=True)
+class Unary:
+    """A unary method: ``parse`` reads the request bytes, ``handle`` answers it.
+
+    ``blocking`` says ``handle`` may wait on I/O (an API read): it then runs on the server's
+    worker threads instead of the connection's reader, so a slow call does not hold up the calls
+    behind it on the same connection. In-memory handlers (Allocate) stay on the reader: a hand-off
+    would only add latency.
+    """
+
+    parse: Callable[[bytes], Any]
+    handle: Callable[[Any, CallContext], Message]
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class ServerStream:
+    """A server-streaming method: ``handle`` yields the responses."""
+
+    parse: Callable[[bytes], Any]
+    handle: Callable[[Any, CallContext], Iterator[Message]]
+
+
+Method = Unary | ServerStream
+UnaryHandler = Callable[[Any, CallContext], Message]
+Interceptor = Callable[[str, UnaryHandler], UnaryHandler]
+"""Given a method's name and unary handler, the handler to serve instead (a latency observer wraps
+it, others return it as it is); asked once per method when a server is built, not per call."""
