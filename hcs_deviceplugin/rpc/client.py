@@ -7,10 +7,9 @@ the process it replaced.
 
 What a Go gRPC server (kubelet) does that grpcio's does not, and how it is met here: a graceful stop
 sends GOAWAY (first with the largest stream id, then the real one) and still finishes the calls
-it names; h2 would refuse every frame after a GOAWAY, so frames reach h2 one by one and a GOAWAY
-that covers our stream and says NO_ERROR is taken out before it, letting the answer through. It
-may also send PINGs (for its flow-control estimate) and WINDOW_UPDATEs at any time; h2 answers the
-PINGs and the answers go out after each read.
+it names, so a GOAWAY that covers our stream and says NO_ERROR changes nothing, while any other
+means the answer is not coming. It may also send PINGs (for its flow-control estimate) and
+WINDOW_UPDATEs at any time; the PINGs are answered after each read.
 """
 
 from __future__ import annotations
@@ -22,13 +21,16 @@ import threading
 import time
 from pathlib import Path
 
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-
-from hcs_deviceplugin.rpc.frameguard import FrameSplitter, GoAway, goaway_of
+from hcs_deviceplugin.rpc.frames import ErrorCode, encode_fields, error_name
+from hcs_deviceplugin.rpc.http2 import (
+    Connection,
+    ConnectionFailed,
+    DataReceived,
+    GoAwayReceived,
+    HeadersReceived,
+    StreamReset,
+    WindowOpened,
+)
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
@@ -101,7 +103,7 @@ def unary_call(
             return _exchange(sock, method, request, deadline)
         except TimeoutError as exc:
             raise RpcError(Code.DEADLINE_EXCEEDED, f"{method}: no answer within {timeout:g} s") from exc
-        except (OSError, h2.exceptions.ProtocolError) as exc:
+        except (OSError, ConnectionFailed) as exc:
             if handle.cancelled:
                 raise RpcError(Code.CANCELLED, f"{method} cancelled") from exc
             raise RpcError(Code.UNAVAILABLE, f"{method} on {path}: {exc}") from exc
@@ -115,62 +117,58 @@ def unary_call(
 
 
 def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
-    conn = h2.connection.H2Connection(
-        config=h2.config.H2Configuration(
-            client_side=True,
-            header_encoding=None,
-            validate_outbound_headers=False,  # our request headers are constants built here
-            normalize_outbound_headers=False,
-        )
-    )
-    conn.initiate_connection()
-    stream_id = conn.get_next_available_stream_id()
-    conn.send_headers(
-        stream_id,
-        [
-            (b":method", b"POST"),
-            (b":scheme", b"http"),
-            (b":path", method.encode("ascii")),
-            (b":authority", b"localhost"),
-            (b"content-type", CONTENT_TYPE),
-            (b"te", b"trailers"),
-            (b"grpc-timeout", timeout_header(deadline - time.monotonic())),
-            (b"user-agent", USER_AGENT),
-        ],
-    )
-    pending = frame(request)
-    pending = _send_what_fits(conn, stream_id, pending)
+    conn = Connection(client_side=True)
+    conn.start()
+    stream_id = conn.open_stream()
+    fields = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", method.encode("ascii")),
+        (b":authority", b"localhost"),
+        (b"content-type", CONTENT_TYPE),
+        (b"te", b"trailers"),
+        (b"grpc-timeout", timeout_header(deadline - time.monotonic())),
+        (b"user-agent", USER_AGENT),
+    ]
+    conn.send_header_block(stream_id, encode_fields(fields))
+    pending = _send_what_fits(conn, stream_id, frame(request))
     sock.sendall(conn.data_to_send())
     reader = MessageReader(MAX_MESSAGE_BYTES)
     messages: list[bytes] = []
-    headers: dict[bytes, bytes] = {}
+    headers: dict[bytes, bytes] | None = None
     trailers: dict[bytes, bytes] = {}
-    splitter = FrameSplitter(conn.local_settings.max_frame_size)
     ended = False
     while not ended:
         sock.settimeout(max(deadline - time.monotonic(), 0.001))
         data = sock.recv(READ_CHUNK)
         if not data:
             raise OSError("connection closed before the call ended")
-        for event in _events(conn, splitter.feed(data), stream_id):
-            if isinstance(event, h2.events.ResponseReceived) and event.stream_id == stream_id:
-                headers = dict(event.headers or ())
-            elif isinstance(event, h2.events.DataReceived) and event.stream_id == stream_id:
-                conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
-                messages.extend(_read(reader, event.data or b"", method))
-            elif isinstance(event, h2.events.TrailersReceived) and event.stream_id == stream_id:
-                trailers = dict(event.headers or ())
-            elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream_id:
-                ended = True
-                break  # the call is over; a reset or GOAWAY after it changes nothing
-            elif isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
+        for event in conn.receive(data):
+            if isinstance(event, HeadersReceived) and event.stream_id == stream_id:
+                if headers is None:
+                    headers = dict(event.fields)
+                else:
+                    trailers = dict(event.fields)
+                ended = event.end_stream
+            elif isinstance(event, DataReceived) and event.stream_id == stream_id:
+                messages.extend(_read(reader, event.data, method))
+                ended = event.end_stream
+            elif isinstance(event, StreamReset) and event.stream_id == stream_id:
                 code = code_of_reset(event.error_code)
-                raise RpcError(code, f"{method}: stream reset by the peer ({_error_name(event.error_code)})")
-            elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged) and pending:
+                raise RpcError(code, f"{method}: stream reset by the peer ({error_name(event.error_code)})")
+            elif isinstance(event, GoAwayReceived) and not _covers(event, stream_id):
+                raise OSError(
+                    f"the peer closed the connection (GOAWAY {error_name(event.error_code)},"
+                    f" last stream {event.last_stream_id})"
+                )
+            elif isinstance(event, WindowOpened) and pending:
                 pending = _send_what_fits(conn, stream_id, pending)
+            if ended:
+                break  # the call is over; a reset or GOAWAY after it changes nothing
         outgoing = conn.data_to_send()
         if outgoing and not ended:
             sock.sendall(outgoing)
+    headers = headers or {}
     status = status_of(trailers) or status_of(headers)
     http_status = headers.get(b":status", b"")
     if status is None and http_status != b"200":
@@ -198,43 +196,16 @@ def _read(reader: MessageReader, data: bytes, method: str) -> list[bytes]:
         raise RpcError(Code.INTERNAL, f"{method}: {exc}") from exc
 
 
-def _events(conn: h2.connection.H2Connection, frames: list[bytes], stream_id: int) -> list[h2.events.Event]:
-    """h2's events for ``frames``; a GOAWAY is kept from h2 if it still covers our call, else raises.
-
-    A graceful GOAWAY (NO_ERROR, a last stream id at or past ours) promises the answer (RFC 9113
-    §6.8), which h2 would refuse once it had seen the GOAWAY; any other means the answer is not
-    coming (UNAVAILABLE).
-    """
-    events: list[h2.events.Event] = []
-    for frame_bytes in frames:
-        goaway = goaway_of(frame_bytes)
-        if goaway is None:
-            events.extend(conn.receive_data(frame_bytes))
-        elif not _covers(goaway, stream_id):
-            raise OSError(
-                f"the peer closed the connection (GOAWAY {_error_name(goaway.error_code)},"
-                f" last stream {goaway.last_stream_id})"
-            )
-    return events
+def _covers(goaway: GoAwayReceived, stream_id: int) -> bool:
+    """A graceful GOAWAY (NO_ERROR, a last stream id at or past ours) still promises the answer
+    (RFC 9113 §6.8); any other means it is not coming."""
+    return goaway.error_code == ErrorCode.NO_ERROR and goaway.last_stream_id >= stream_id
 
 
-def _covers(goaway: GoAway, stream_id: int) -> bool:
-    return goaway.error_code == h2.errors.ErrorCodes.NO_ERROR and goaway.last_stream_id >= stream_id
-
-
-def _error_name(error_code: int | None) -> str:
-    if error_code is None:
-        return "no code"
-    try:
-        return h2.errors.ErrorCodes(error_code).name
-    except ValueError:
-        return str(error_code)
-
-
-def _send_what_fits(conn: h2.connection.H2Connection, stream_id: int, pending: bytes) -> bytes:
+def _send_what_fits(conn: Connection, stream_id: int, pending: bytes) -> bytes:
     """Send as much of the request as the window allows, ending the stream with the last byte."""
     while pending:
-        window = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
+        window = min(conn.send_window(stream_id), conn.max_outbound_frame_size)
         if window <= 0:
             return pending
         chunk, pending = pending[:window], pending[window:]

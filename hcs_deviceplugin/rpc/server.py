@@ -22,11 +22,10 @@ and says nothing is dropped after :data:`HANDSHAKE_TIMEOUT_S`, and when
 :data:`MAX_CONNECTIONS` are open the longest-idle one without a call makes room for a newcomer, so
 idle sockets cannot lock kubelet out.
 
-A graceful stop sends its GOAWAY frame itself rather than through ``h2``: h2 treats a connection as
-closed once a GOAWAY has passed either way and refuses to send the answers still owed, which the
-gRPC spec (and RFC 9113 §6.8) says go out in full. For the same reason a client's GOAWAY is taken
-out of the bytes before h2 reads them: the calls it had sent are answered, then the connection
-closes (at once if the GOAWAY carries an error).
+HTTP/2 itself is :mod:`hcs_deviceplugin.rpc.http2`'s, which keeps serving the calls a GOAWAY (either
+way) leaves open, as the gRPC spec (and RFC 9113 §6.8) wants: after ours, streams above its last id
+are refused and those up to it answered in full; after the client's, its calls in flight are
+answered, then the connection closes (at once if its GOAWAY carries an error).
 """
 
 from __future__ import annotations
@@ -44,14 +43,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
-import hyperframe.frame
-
 from hcs_deviceplugin.rpc.calls import (
     CallContext,
     Interceptor,
@@ -60,7 +51,18 @@ from hcs_deviceplugin.rpc.calls import (
     Unary,
     UnaryHandler,
 )
-from hcs_deviceplugin.rpc.frameguard import ClientFrames
+from hcs_deviceplugin.rpc.frames import ErrorCode, encode_fields, error_name
+from hcs_deviceplugin.rpc.http2 import (
+    Connection,
+    ConnectionFailed,
+    DataReceived,
+    GoAwayReceived,
+    HeadersReceived,
+    SettingsReceived,
+    StreamGone,
+    StreamReset,
+    WindowOpened,
+)
 from hcs_deviceplugin.rpc.status import Code, RpcError
 from hcs_deviceplugin.rpc.wire import (
     CONTENT_TYPE,
@@ -82,14 +84,12 @@ STREAM_BACKLOG_BYTES = 4 * 1024 * 1024
 """Bytes a server stream may have queued for a client that does not read before its producer waits."""
 RECEIVE_WINDOW = 1024 * 1024
 """Our flow-control window for what clients send (requests are small; this spares WINDOW_UPDATEs)."""
-CLOSED_STREAMS_KEPT = 1024
-"""Closed streams a connection remembers (see :class:`_H2Connection`)."""
 WORKERS = 8
 """Threads for blocking unary calls (see :class:`Unary`), per server."""
 SEND_TIMEOUT_S = 10.0
 """How long a peer may take none of what we have to send before the connection is dropped."""
 UNSENT_LIMIT_BYTES = 256 * 1024
-"""Bytes past h2 but not yet taken by the socket at which pumping pauses until the socket drains."""
+"""Bytes framed but not yet taken by the socket at which pumping pauses until the socket drains."""
 READ_PAUSE_BYTES = 4 * UNSENT_LIMIT_BYTES
 """Unsent bytes at which we stop reading too: a client that sends (PINGs, say) but never reads
 would otherwise grow the unsent buffer with our answers until the send timeout."""
@@ -100,6 +100,14 @@ ACCEPT_RETRY_S = 0.05
 READ_CHUNK = 65536
 _RESPONSE_HEADERS = [(b":status", b"200"), (b"content-type", CONTENT_TYPE)]
 _UNSUPPORTED_MEDIA_TYPE = [(b":status", b"415"), (b"content-type", CONTENT_TYPE)]
+_RESPONSE_BLOCK = encode_fields(_RESPONSE_HEADERS)
+"""The response headers of every call, encoded once (our blocks never touch HPACK's table)."""
+_OK_BLOCK = encode_fields(status_headers(Code.OK, ""))
+"""The trailers of every call that ends well, encoded once."""
+
+
+def _trailers(code: Code, details: str) -> bytes:
+    return _OK_BLOCK if code is Code.OK and not details else encode_fields(status_headers(code, details))
 
 
 def _is_grpc(content_type: bytes) -> bool:
@@ -156,7 +164,8 @@ class _Call:
         self.outbound: deque[memoryview] = deque()
         self.queued = 0
         self.headers_sent = False
-        self.trailers: list[tuple[bytes, bytes]] | None = None
+        self.trailers: bytes | None = None
+        """The encoded trailers, once the call has its status."""
         self.drained = _Flag()
         self.closed = False
         self.request_ended = False
@@ -165,37 +174,15 @@ class _Call:
         self.context.add_callback(self.drained.set)  # a producer waiting for room wakes when it ends
 
 
-class _H2Connection(h2.connection.H2Connection):
-    """h2's state machine, remembering fewer closed streams.
-
-    h2 keeps the fate of the last 65,536 closed streams of a connection, to tell a late frame on
-    one from a protocol error. Kubelet keeps one connection for the life of a plugin and every
-    Allocate is a stream, so that record grew by about 100 bytes a call up to about 6 MiB. Late
-    frames come within a few calls of the close; a frame for a stream forgotten beyond this window
-    gets that stream reset, which costs the client nothing.
-    """
-
-    MAX_CLOSED_STREAMS = CLOSED_STREAMS_KEPT
-
-
 class _Connection:
-    """One client connection: its reader thread, the h2 state machine and the calls on it."""
+    """One client connection: its reader thread, its HTTP/2 state and the calls on it."""
 
     def __init__(self, server: RpcServer, sock: socket.socket) -> None:
         self._server = server
         self._sock = sock
-        self._h2 = _H2Connection(
-            config=h2.config.H2Configuration(
-                client_side=False,
-                header_encoding=None,
-                # Our own header blocks are constants built here: checking them on every call
-                # costs a tenth of the transport's CPU and can find nothing. What clients send
-                # is still validated.
-                validate_outbound_headers=False,
-                normalize_outbound_headers=False,
-            )
+        self._h2 = Connection(
+            client_side=False, receive_window=RECEIVE_WINDOW, max_streams=MAX_CONCURRENT_STREAMS
         )
-        self._frames = ClientFrames(self._h2.local_settings.max_frame_size)
         self._lock = threading.Lock()
         self._calls: dict[int, _Call] = {}
         self._closed = False
@@ -217,7 +204,7 @@ class _Connection:
         try:
             self._greet()
             self._serve()
-        except (OSError, h2.exceptions.ProtocolError) as exc:
+        except (OSError, ConnectionFailed) as exc:
             if not self._closed:
                 log.debug("%s: connection ended: %s", self._server.name, exc)
         except Exception:
@@ -229,15 +216,7 @@ class _Connection:
 
     def _greet(self) -> None:
         with self._lock:
-            self._h2.initiate_connection()
-            self._h2.update_settings(
-                {
-                    h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
-                    h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW,
-                    h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 16384,
-                }
-            )
-            self._h2.increment_flow_control_window(RECEIVE_WINDOW)
+            self._h2.start()
             self._flush_locked()
 
     def _serve(self) -> None:
@@ -280,58 +259,54 @@ class _Connection:
                     self._dispatch(call)
 
     def _receive(self, data: bytes) -> list[_Call]:
-        """Feed bytes to h2; the calls whose request is complete, to dispatch outside the lock."""
+        """Feed bytes to the HTTP/2 state; the calls whose request is complete, to dispatch outside
+        the lock."""
         ready: list[_Call] = []
         with self._lock:
             try:
-                data, goaways = self._frames.feed(data)
-            except h2.exceptions.ProtocolError as exc:
-                self._h2.close_connection(exc.error_code)
-                self._flush_locked()
-                raise
-            try:
-                events = self._h2.receive_data(data) if data else []
-            except h2.exceptions.ProtocolError:
-                self._flush_locked()  # h2 queued the GOAWAY that says why
+                events = self._h2.receive(data)
+            except ConnectionFailed:
+                self._flush_locked()  # the GOAWAY that says why
                 raise
             pump = False
             for event in events:
-                if isinstance(event, h2.events.RequestReceived):
-                    self._open_call_locked(event)
-                elif isinstance(event, h2.events.DataReceived):
-                    self._data_locked(event)
-                elif isinstance(event, h2.events.StreamEnded):
+                if isinstance(event, DataReceived):
+                    self._data_locked(event, ready)
+                elif isinstance(event, HeadersReceived):
                     call = self._calls.get(event.stream_id)
-                    if call is not None and not call.closed:
-                        call.request_ended = True
-                        self._request_complete_locked(call, ready)
-                elif isinstance(event, h2.events.StreamReset):
+                    if call is None:
+                        self._open_call_locked(event)
+                    elif event.end_stream:  # trailers from the client end its request
+                        self._request_ended_locked(call, ready)
+                elif isinstance(event, WindowOpened):
+                    pump = True
+                elif isinstance(event, StreamReset):
                     call = self._calls.pop(event.stream_id, None)
                     if call is not None:
                         call.closed = True
                         call.context.cancel()
-                elif isinstance(event, h2.events.WindowUpdated):
-                    pump = True
-                elif isinstance(event, h2.events.RemoteSettingsChanged):
+                elif isinstance(event, SettingsReceived):
                     pump = True
                     self._greeted = True  # the preface is complete: no more handshake deadline
-            for goaway in goaways:
-                self._client_leaving = True
-                if goaway.error_code != h2.errors.ErrorCodes.NO_ERROR:
-                    raise OSError(errno.ECONNRESET, f"the client went away with error {goaway.error_code}")
+                elif isinstance(event, GoAwayReceived):
+                    self._client_leaving = True
+                    if event.error_code != ErrorCode.NO_ERROR:
+                        raise OSError(
+                            errno.ECONNRESET,
+                            f"the client went away with error {error_name(event.error_code)}",
+                        )
             if pump:
                 self._pump_locked()
             self._flush_locked()
         return ready
 
-    def _open_call_locked(self, event: h2.events.RequestReceived) -> None:
-        headers = dict(event.headers or ())
+    def _open_call_locked(self, event: HeadersReceived) -> None:
+        headers = dict(event.fields)
         name = headers.get(b":path", b"").decode("utf-8", "replace")
         call = _Call(event.stream_id, name, self._server.methods.get(name))
         if self._last_stream_id is not None and event.stream_id > self._last_stream_id:
             # Opened after our GOAWAY crossed it: refused, so the client may retry elsewhere.
-            with contextlib.suppress(h2.exceptions.ProtocolError):
-                self._h2.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            self._h2.reset_stream(event.stream_id, ErrorCode.REFUSED_STREAM)
             return
         self._calls[event.stream_id] = call
         content_type = headers.get(b"content-type", b"")
@@ -344,26 +319,35 @@ class _Connection:
             call.error = (Code.UNIMPLEMENTED, "compression is not supported")
         elif call.method is None:
             call.error = (Code.UNIMPLEMENTED, f"Method not found: {name}")
-        call.request_ended = event.stream_ended is not None
+        call.request_ended = event.end_stream
         if call.error is not None:  # at once, as grpc-go does, not after a request we would discard
             self._refuse_locked(call, *call.error)
         elif call.request_ended:
             self._request_complete_locked(call, [])
 
-    def _data_locked(self, event: h2.events.DataReceived) -> None:
-        self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+    def _data_locked(self, event: DataReceived, ready: list[_Call]) -> None:
         call = self._calls.get(event.stream_id)
-        if call is None or call.closed or call.error is not None or not event.data:
+        if call is None or call.closed or call.error is not None:
             return
-        try:
-            call.requests.extend(call.reader.feed(event.data))
-        except MessageTooLarge as exc:
-            self._refuse_locked(call, Code.RESOURCE_EXHAUSTED, str(exc))
-        except CompressedMessage as exc:
-            self._refuse_locked(call, Code.UNIMPLEMENTED, str(exc))
-        else:
+        if event.data:
+            try:
+                call.requests.extend(call.reader.feed(event.data))
+            except MessageTooLarge as exc:
+                self._refuse_locked(call, Code.RESOURCE_EXHAUSTED, str(exc))
+                return
+            except CompressedMessage as exc:
+                self._refuse_locked(call, Code.UNIMPLEMENTED, str(exc))
+                return
             if len(call.requests) > 1:  # every method takes one request: more would only pile up
                 self._refuse_locked(call, Code.INTERNAL, "expected one request message, got more")
+                return
+        if event.end_stream:
+            self._request_ended_locked(call, ready)
+
+    def _request_ended_locked(self, call: _Call, ready: list[_Call]) -> None:
+        if not call.closed:
+            call.request_ended = True
+            self._request_complete_locked(call, ready)
 
     def _request_complete_locked(self, call: _Call, ready: list[_Call]) -> None:
         if call.error is not None:
@@ -386,12 +370,11 @@ class _Connection:
             return
         call.closed = True
         self._calls.pop(call.stream_id, None)
-        with contextlib.suppress(h2.exceptions.ProtocolError):
-            self._h2.send_headers(
-                call.stream_id, call.http_status + status_headers(code, details), end_stream=True
-            )
-            if not call.request_ended:
-                self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+        with contextlib.suppress(StreamGone):
+            block = encode_fields(call.http_status + status_headers(code, details))
+            self._h2.send_header_block(call.stream_id, block, end_stream=True)
+        if not call.request_ended:
+            self._h2.reset_stream(call.stream_id, ErrorCode.NO_ERROR)
         call.context._finish()
 
     # -- dispatch ----------------------------------------------------------------------------
@@ -479,16 +462,16 @@ class _Connection:
                 if payload is not None:
                     call.outbound.append(memoryview(payload))
                     call.queued += len(payload)
-                call.trailers = status_headers(code, details)
+                call.trailers = _trailers(code, details)
                 self._pump_locked()
             self._flush_locked()
 
     def _start_response_locked(self, call: _Call) -> bool:
-        """Send the response headers once; False if h2 has closed the stream (then so do we)."""
+        """Send the response headers once; False if the stream is gone (reset: then so is the call)."""
         if not call.headers_sent:
             try:
-                self._h2.send_headers(call.stream_id, _RESPONSE_HEADERS)
-            except h2.exceptions.ProtocolError as exc:
+                self._h2.send_header_block(call.stream_id, _RESPONSE_BLOCK)
+            except StreamGone as exc:
                 log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
                 call.closed = True
                 self._calls.pop(call.stream_id, None)
@@ -498,7 +481,7 @@ class _Connection:
         return True
 
     def _pump_locked(self) -> None:
-        """Hand h2 what the windows allow, call by call, and the trailers of calls with nothing left;
+        """Send what the windows allow, call by call, and the trailers of calls with nothing left;
         nothing while :data:`UNSENT_LIMIT_BYTES` wait for the socket."""
         budget = UNSENT_LIMIT_BYTES - len(self._unsent)
         for call in list(self._calls.values()):
@@ -506,7 +489,7 @@ class _Connection:
                 continue
             try:
                 budget = self._pump_call_locked(call, budget)
-            except h2.exceptions.ProtocolError as exc:  # the stream closed under us
+            except StreamGone as exc:  # the stream closed under us
                 log.debug("%s: stream %d: %s", self._server.name, call.stream_id, exc)
                 call.closed = True
                 self._calls.pop(call.stream_id, None)
@@ -515,7 +498,7 @@ class _Connection:
     def _pump_call_locked(self, call: _Call, budget: int) -> int:
         """Pump one call within ``budget`` bytes; the budget left."""
         while call.outbound:
-            window = min(self._h2.local_flow_control_window(call.stream_id), self._h2.max_outbound_frame_size)
+            window = min(self._h2.send_window(call.stream_id), self._h2.max_outbound_frame_size)
             if window <= 0 or budget <= 0:
                 return budget
             chunk = call.outbound[0]
@@ -529,7 +512,7 @@ class _Connection:
             budget -= len(chunk)
         call.drained.set()
         if call.trailers is not None:
-            self._h2.send_headers(call.stream_id, call.trailers, end_stream=True)
+            self._h2.send_header_block(call.stream_id, call.trailers, end_stream=True)
             call.closed = True
             self._calls.pop(call.stream_id, None)
             call.context._finish()
@@ -570,20 +553,14 @@ class _Connection:
     # -- closing -----------------------------------------------------------------------------
 
     def goaway(self) -> None:
-        """Tell the client no new calls will be taken here (calls in flight go on).
-
-        The frame is ours, not h2's (see the module's docstring): h2 goes on sending the answers
-        owed, and streams the client opens after it are refused here.
-        """
+        """Tell the client no new calls will be taken here (calls in flight go on): streams it
+        opens after this are refused."""
         with self._lock:
             if self._closed or self._last_stream_id is not None:
                 return
             self._last_stream_id = self._h2.highest_inbound_stream_id
+            self._h2.goaway(self._last_stream_id)
             self._flush_locked()
-            goaway = hyperframe.frame.GoAwayFrame(
-                0, last_stream_id=self._last_stream_id, error_code=h2.errors.ErrorCodes.NO_ERROR
-            )
-            self._send_locked(goaway.serialize())
 
     def busy(self) -> bool:
         """A unary call is being answered or has output still queued."""

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,37 @@ def raw_client(server: RpcServer) -> Iterator[Callable[[], RawClient]]:
     yield make
     for client in made:
         client.close()
+
+
+@dataclass(frozen=True)
+class GoAway:
+    """A GOAWAY frame's content, as a test reads it off the wire."""
+
+    last_stream_id: int
+    error_code: int
+
+
+def goaway_of(frame_bytes: bytes) -> GoAway | None:
+    """The GOAWAY ``frame_bytes`` (a whole frame) is, or None for any other frame."""
+    if len(frame_bytes) < 17 or frame_bytes[3] != 0x7:
+        return None
+    body = frame_bytes[9:]
+    return GoAway(int.from_bytes(body[:4], "big") & 0x7FFF_FFFF, int.from_bytes(body[4:8], "big"))
+
+
+class FrameSplitter:
+    """Whole frames out of bytes as a server sends them (no preface)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buffer += data
+        frames: list[bytes] = []
+        while len(self._buffer) >= 9:
+            end = 9 + int.from_bytes(self._buffer[:3], "big")
+            if len(self._buffer) < end:
+                break
+            frames.append(bytes(self._buffer[:end]))
+            del self._buffer[:end]
+        return frames

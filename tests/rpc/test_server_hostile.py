@@ -18,10 +18,9 @@ import hyperframe.frame
 import pytest
 
 from hcs_deviceplugin.rpc import server as server_module
-from hcs_deviceplugin.rpc.frameguard import FrameSplitter, GoAway, goaway_of
 from hcs_deviceplugin.rpc.server import RpcServer
 from hcs_deviceplugin.rpc.wire import MAX_MESSAGE_BYTES, frame
-from tests.rpc.conftest import WAIT, Methods, RawClient, unary
+from tests.rpc.conftest import WAIT, FrameSplitter, GoAway, Methods, RawClient, goaway_of, unary
 from tests.waiting import wait_until
 
 ClientFactory = Callable[[], RawClient]
@@ -382,7 +381,7 @@ def test_after_our_goaway_new_streams_are_refused_and_earlier_ones_answered(
     late = client.request("/t.T/Echo", b"after")  # our h2 has not read the GOAWAY, so it sends
     client.conn.send_data(held, frame(b"late half"), end_stream=True)
     client.flush()
-    splitter = FrameSplitter(2**24)
+    splitter = FrameSplitter()
     frames: list[bytes] = []
     client.sock.settimeout(WAIT)
 
