@@ -245,7 +245,7 @@ class Connection:
         stream = self._streams.get(stream_id)
         if stream is None:
             return 0
-        return min(stream.send_window, self.connection_send_window)
+        return max(min(stream.send_window, self.connection_send_window), 0)
 
     def is_open(self, stream_id: int) -> bool:
         return stream_id in self._streams
