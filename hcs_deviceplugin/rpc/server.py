@@ -1,4 +1,4 @@
-"""A gRPC server on one unix socket: unary methods and server streams, over HTTP/2 with ``h2``.
+"""A gRPC server on one unix socket: unary methods and server streams, over HTTP/2.
 
 Threads, and why:
 - one accept thread per server;
