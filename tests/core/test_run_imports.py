@@ -17,6 +17,8 @@ NOT_AT_RUN = (
     "jsonschema",
     "kubernetes",
     "grpc",
+    "h2",  # HTTP/2 is hcs_deviceplugin.rpc.http2's; h2 is only the tests' independent peer
+    "hyperframe",
     "hcs_deviceplugin.kubeletsim",
     "prometheus_client",
     "pythonjsonlogger",
