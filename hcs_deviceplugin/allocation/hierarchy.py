@@ -343,11 +343,18 @@ class _Knapsack:
                     c = c1 + c2
                     if c > limit or c < lowest:
                         continue
-                    cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
-                    part = (t1 + t2 + m1 * (c2 + kid_held), l1 + l2, cards)
+                    total = t1 + t2 + m1 * (c2 + kid_held)
+                    left = l1 + l2
                     known = merged.get(c)
-                    if known is None or _better(part, known):
-                        merged[c] = part
+                    if known is not None:  # _better, inlined, before the cards are even merged
+                        if total < known[0] or (total == known[0] and left < known[1]):
+                            continue
+                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
+                        if total == known[0] and left == known[1] and cards >= known[2]:
+                            continue
+                    else:
+                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
+                    merged[c] = (total, left, cards)
             acc = merged
             acc_held += kid_held
         if self.islands.width and b.islands:
@@ -392,7 +399,9 @@ class _Knapsack:
                     if c >= width:
                         break
                     if t2 >= 0:
-                        merged[c] = max(merged[c], t1 + t2 + m1 * (c2 + kid_held))
+                        total = t1 + t2 + m1 * (c2 + kid_held)
+                        if total > merged[c]:  # noqa: PLR1730 - max() costs a call in the hottest loop
+                            merged[c] = total
             acc = merged
             acc_held += kid_held
         return acc
