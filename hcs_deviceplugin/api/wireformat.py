@@ -8,8 +8,9 @@ bytes, for negative ints), lengths checked against the end of the enclosing mess
 skipped by their wire type, and a :class:`DecodeError` (a ``ValueError``) for anything malformed,
 never an ``IndexError`` or a loop that does not end.
 
-Groups (wire types 3 and 4) are refused: no proto3 message has them, so on our APIs they can only
-be damage.
+A known field number that arrives with another wire type is skipped as an unknown field, as
+protobuf does. Groups (wire types 3 and 4) are refused, where protobuf would skip them: no proto3
+message has them, so on our APIs they can only be damage.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def read_tag(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def read_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """The span ``(start, stop)`` of the length-delimited value at ``pos``, checked against ``end``."""
-    size, start = read_varint(data, pos, end)
+    if pos < end and data[pos] < 0x80:
+        size, start = data[pos], pos + 1
+    else:
+        size, start = read_varint(data, pos, end)
     stop = start + size
     if stop > end:
         raise DecodeError(f"length {size} at byte {pos} runs past the end of the message")
@@ -84,7 +88,13 @@ def read_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def read_string(data: bytes, pos: int, end: int) -> tuple[str, int]:
     """A UTF-8 string field's value; invalid UTF-8 is an error, as upb makes it."""
-    start, stop = read_length(data, pos, end)
+    if pos < end and data[pos] < 0x80:  # a length under 128, in one byte: the common case
+        start = pos + 1
+        stop = start + data[pos]
+        if stop > end:
+            raise DecodeError(f"length {data[pos]} at byte {pos} runs past the end of the message")
+    else:
+        start, stop = read_length(data, pos, end)
     try:
         return data[start:stop].decode("utf-8"), stop
     except UnicodeDecodeError as exc:
@@ -121,7 +131,11 @@ def read_packed(data: bytes, pos: int, end: int) -> tuple[list[int], int]:
 
 
 def skip_field(data: bytes, tag: int, pos: int, end: int) -> int:
-    """The position after the value of a field we do not know (or know with another wire type)."""
+    """The position after the value of a field we do not know (or know with another wire type).
+
+    The generated decoders read a one-byte tag inline, so field number 0 is refused here too."""
+    if tag < 8:
+        raise DecodeError(f"invalid field tag {tag} before byte {pos}")
     wire_type = tag & 7
     if wire_type == VARINT:
         return read_varint(data, pos, end)[1]

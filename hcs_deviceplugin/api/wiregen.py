@@ -336,7 +336,14 @@ def _decoder(name: str, fields: tuple[Field, ...]) -> list[str]:
             body.append(f"{local}_raw: bytes | None = None")
         else:
             body.append(f"{local}: {f.annotation} = {f.initial}")
-    body += ["while pos < end:", "    tag, pos = _w.read_tag(data, pos, end)"]
+    body += [
+        "while pos < end:",
+        "    tag = data[pos]",
+        "    if tag < 0x80:",
+        "        pos += 1",
+        "    else:",
+        "        tag, pos = _w.read_tag(data, pos, end)",
+    ]
     first = True
     for f in fields:
         for tag, reads in _read_field(f, f"f{f.number}"):

@@ -51,7 +51,11 @@ class DevicePluginOptions:
         f1: bool = False
         f2: bool = False
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 8:
                 number, pos = _w.read_varint(data, pos, end)
                 f1 = number != 0
@@ -119,7 +123,11 @@ class RegisterRequest:
         f3: str = ""
         f4_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -164,7 +172,11 @@ class Empty:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> Empty:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -201,7 +213,11 @@ class ListAndWatchResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> ListAndWatchResponse:
         f1: list[Device] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(Device._read(data, start, pos))
@@ -243,7 +259,11 @@ class TopologyInfo:
     def _read(cls, data: bytes, pos: int, end: int) -> TopologyInfo:
         f1: list[NUMANode] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(NUMANode._read(data, start, pos))
@@ -285,7 +305,11 @@ class NUMANode:
     def _read(cls, data: bytes, pos: int, end: int) -> NUMANode:
         f1: int = 0
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 8:
                 number, pos = _w.read_varint(data, pos, end)
                 f1 = _w.as_int64(number)
@@ -337,7 +361,11 @@ class Device:
         f2: str = ""
         f3_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -385,7 +413,11 @@ class PreStartContainerRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> PreStartContainerRequest:
         f1: list[str] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 text, pos = _w.read_string(data, pos, end)
                 f1.append(text)
@@ -421,7 +453,11 @@ class PreStartContainerResponse:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> PreStartContainerResponse:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -458,7 +494,11 @@ class PreferredAllocationRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> PreferredAllocationRequest:
         f1: list[ContainerPreferredAllocationRequest] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(ContainerPreferredAllocationRequest._read(data, start, pos))
@@ -516,7 +556,11 @@ class ContainerPreferredAllocationRequest:
         f2: list[str] = []
         f3: int = 0
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 text, pos = _w.read_string(data, pos, end)
                 f1.append(text)
@@ -566,7 +610,11 @@ class PreferredAllocationResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> PreferredAllocationResponse:
         f1: list[ContainerPreferredAllocationResponse] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(ContainerPreferredAllocationResponse._read(data, start, pos))
@@ -608,7 +656,11 @@ class ContainerPreferredAllocationResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> ContainerPreferredAllocationResponse:
         f1: list[str] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 text, pos = _w.read_string(data, pos, end)
                 f1.append(text)
@@ -650,7 +702,11 @@ class AllocateRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> AllocateRequest:
         f1: list[ContainerAllocateRequest] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(ContainerAllocateRequest._read(data, start, pos))
@@ -692,7 +748,11 @@ class ContainerAllocateRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> ContainerAllocateRequest:
         f1: list[str] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 text, pos = _w.read_string(data, pos, end)
                 f1.append(text)
@@ -734,7 +794,11 @@ class CDIDevice:
     def _read(cls, data: bytes, pos: int, end: int) -> CDIDevice:
         f1: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             else:
@@ -775,7 +839,11 @@ class AllocateResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> AllocateResponse:
         f1: list[ContainerAllocateResponse] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(ContainerAllocateResponse._read(data, start, pos))
@@ -822,7 +890,11 @@ class _ContainerAllocateResponseEnvsEntry:
         f1: str = ""
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -871,7 +943,11 @@ class _ContainerAllocateResponseAnnotationsEntry:
         f1: str = ""
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -945,7 +1021,11 @@ class ContainerAllocateResponse:
         f4: dict[str, str] = {}
         f5: list[CDIDevice] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 entry1 = _ContainerAllocateResponseEnvsEntry._read(data, start, pos)
@@ -1015,7 +1095,11 @@ class Mount:
         f2: str = ""
         f3: bool = False
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -1073,7 +1157,11 @@ class DeviceSpec:
         f2: str = ""
         f3: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:

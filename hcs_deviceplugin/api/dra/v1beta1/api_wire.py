@@ -44,7 +44,11 @@ class NodePrepareResourcesRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> NodePrepareResourcesRequest:
         f1: list[Claim] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(Claim._read(data, start, pos))
@@ -91,7 +95,11 @@ class _NodePrepareResourcesResponseClaimsEntry:
         f1: str = ""
         f2_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -137,7 +145,11 @@ class NodePrepareResourcesResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> NodePrepareResourcesResponse:
         f1: dict[str, NodePrepareResourceResponse] = {}
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 entry1 = _NodePrepareResourcesResponseClaimsEntry._read(data, start, pos)
@@ -185,7 +197,11 @@ class NodePrepareResourceResponse:
         f1: list[Device] = []
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(Device._read(data, start, pos))
@@ -252,7 +268,11 @@ class Device:
         f3: str = ""
         f4: list[str] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 text, pos = _w.read_string(data, pos, end)
                 f1.append(text)
@@ -304,7 +324,11 @@ class NodeUnprepareResourcesRequest:
     def _read(cls, data: bytes, pos: int, end: int) -> NodeUnprepareResourcesRequest:
         f1: list[Claim] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(Claim._read(data, start, pos))
@@ -351,7 +375,11 @@ class _NodeUnprepareResourcesResponseClaimsEntry:
         f1: str = ""
         f2_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -397,7 +425,11 @@ class NodeUnprepareResourcesResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> NodeUnprepareResourcesResponse:
         f1: dict[str, NodeUnprepareResourceResponse] = {}
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 entry1 = _NodeUnprepareResourcesResponseClaimsEntry._read(data, start, pos)
@@ -440,7 +472,11 @@ class NodeUnprepareResourceResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> NodeUnprepareResourceResponse:
         f1: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             else:
@@ -491,7 +527,11 @@ class Claim:
         f2: str = ""
         f3: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:

@@ -44,7 +44,11 @@ class NodeWatchResourcesRequest:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> NodeWatchResourcesRequest:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -86,7 +90,11 @@ class DeviceIdentifier:
         f1: str = ""
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -142,7 +150,11 @@ class DeviceHealth:
         f2: int = 0
         f3: int = 0
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1_raw = data[start:pos] if f1_raw is None else f1_raw + data[start:pos]
@@ -192,7 +204,11 @@ class NodeWatchResourcesResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> NodeWatchResourcesResponse:
         f1: list[DeviceHealth] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(DeviceHealth._read(data, start, pos))

@@ -61,7 +61,11 @@ class PluginInfo:
         f3: str = ""
         f4: list[str] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -117,7 +121,11 @@ class RegistrationStatus:
         f1: bool = False
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 8:
                 number, pos = _w.read_varint(data, pos, end)
                 f1 = number != 0
@@ -156,7 +164,11 @@ class RegistrationStatusResponse:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> RegistrationStatusResponse:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -187,7 +199,11 @@ class InfoRequest:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> InfoRequest:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded

@@ -38,7 +38,11 @@ class AllocatableResourcesRequest:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> AllocatableResourcesRequest:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -91,7 +95,11 @@ class AllocatableResourcesResponse:
         f2: list[int] = []
         f3: list[ContainerMemory] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(ContainerDevices._read(data, start, pos))
@@ -138,7 +146,11 @@ class ListPodResourcesRequest:
     @classmethod
     def _read(cls, data: bytes, pos: int, end: int) -> ListPodResourcesRequest:
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
         return decoded
@@ -175,7 +187,11 @@ class ListPodResourcesResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> ListPodResourcesResponse:
         f1: list[PodResources] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(PodResources._read(data, start, pos))
@@ -245,7 +261,11 @@ class PodResources:
         f4: list[int] = []
         f5: list[ContainerMemory] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -332,7 +352,11 @@ class ContainerResources:
         f4: list[ContainerMemory] = []
         f5: list[DynamicResource] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -402,7 +426,11 @@ class ContainerMemory:
         f2: int = 0
         f3_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 16:
@@ -463,7 +491,11 @@ class ContainerDevices:
         f2: list[str] = []
         f3_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -512,7 +544,11 @@ class TopologyInfo:
     def _read(cls, data: bytes, pos: int, end: int) -> TopologyInfo:
         f1: list[NUMANode] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(NUMANode._read(data, start, pos))
@@ -554,7 +590,11 @@ class NUMANode:
     def _read(cls, data: bytes, pos: int, end: int) -> NUMANode:
         f1: int = 0
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 8:
                 number, pos = _w.read_varint(data, pos, end)
                 f1 = _w.as_int64(number)
@@ -612,7 +652,11 @@ class DynamicResource:
         f3: str = ""
         f4: list[ClaimResource] = []
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 18:
                 f2, pos = _w.read_string(data, pos, end)
             elif tag == 26:
@@ -688,7 +732,11 @@ class ClaimResource:
         f4: str = ""
         f5: str | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1.append(CDIDevice._read(data, start, pos))
@@ -742,7 +790,11 @@ class CDIDevice:
     def _read(cls, data: bytes, pos: int, end: int) -> CDIDevice:
         f1: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             else:
@@ -788,7 +840,11 @@ class GetPodResourcesRequest:
         f1: str = ""
         f2: str = ""
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
@@ -832,7 +888,11 @@ class GetPodResourcesResponse:
     def _read(cls, data: bytes, pos: int, end: int) -> GetPodResourcesResponse:
         f1_raw: bytes | None = None
         while pos < end:
-            tag, pos = _w.read_tag(data, pos, end)
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
                 start, pos = _w.read_length(data, pos, end)
                 f1_raw = data[start:pos] if f1_raw is None else f1_raw + data[start:pos]
