@@ -39,8 +39,11 @@ AllocateListener = Callable[[str, Sequence[str]], "Callable[[], None] | None"]
 
 
 def _raw(request: bytes) -> bytes:
-    """Allocate's ``parse``: the request bytes themselves, the key of the snapshot's answer book."""
-    return request
+    """Allocate's ``parse``: the request bytes themselves, the key of the snapshot's answer book.
+
+    ``bytes()`` of a ``bytes`` object is that object (no copy); a transport that handed over a
+    buffer instead would get a hashable key all the same."""
+    return bytes(request)
 
 
 class AllocationRejected(Exception):
