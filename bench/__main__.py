@@ -47,6 +47,7 @@ MODULE_GROUPS = (
     "cdi",
     "dra",
     "api",
+    "wire",
     "start",
     "footprint",
     "metrics",

@@ -6,6 +6,10 @@ files all literally named ``api.proto`` get distinct descriptor-pool names and t
 import each other by their real package path. Typed stubs (``.pyi``) come from mypy-protobuf so that
 ``mypy --strict`` checks every use of a message or stub.
 
+Beside each ``api_pb2.py`` it writes ``api_wire.py``: plain-Python codecs for the same messages
+(:mod:`hcs_deviceplugin.api.wiregen`), which the daemon uses so that it never loads the protobuf
+runtime; the pb2 modules stay for the kubelet simulator, the bench and the tests (grpcio).
+
 A test calls :func:`generate` into a temporary directory and compares the result with the committed
 files, so a stale stub fails CI.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 PROTO_FILES = (
@@ -27,7 +32,7 @@ PROTO_FILES = (
     "drahealth/v1/api.proto",
 )
 VIRTUAL_ROOT = "hcs_deviceplugin/api"
-GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi", "_wire.py")
 
 
 def repository_root() -> Path:
@@ -46,6 +51,8 @@ def generate(out_dir: Path, proto_dir: Path | None = None) -> list[Path]:
     """Compile every proto into ``out_dir`` (a tree rooted like the repository) and list the files."""
     from grpc_tools import protoc  # dev-only dependency: imported where it is needed
 
+    from hcs_deviceplugin.api import wiregen
+
     proto_root = proto_dir or repository_root() / "proto"
     out_dir.mkdir(parents=True, exist_ok=True)
     include = Path(protoc.__file__).parent / "_proto"
@@ -61,8 +68,13 @@ def generate(out_dir: Path, proto_dir: Path | None = None) -> list[Path]:
         f"--mypy_grpc_out=quiet:{out_dir}",
     ]
     args += [f"{VIRTUAL_ROOT}/{name}" for name in PROTO_FILES]
-    if protoc.main(args) != 0:
-        raise RuntimeError("protoc failed; see its output above")
+    with tempfile.TemporaryDirectory() as scratch:
+        descriptors = Path(scratch) / "descriptors.pb"
+        if protoc.main([*args, f"--descriptor_set_out={descriptors}"]) != 0:
+            raise RuntimeError("protoc failed; see its output above")
+        codecs = wiregen.generate_all(descriptors.read_bytes())
+    for proto_name, source in codecs.items():
+        (out_dir / proto_name).with_name(Path(proto_name).stem + "_wire.py").write_text(source)
     produced = sorted(
         p for p in (out_dir / VIRTUAL_ROOT).rglob("*") if p.is_file() and p.name.endswith(GENERATED_SUFFIXES)
     )

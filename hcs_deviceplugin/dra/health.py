@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable
 
-from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
+from hcs_deviceplugin.api.drahealth.v1alpha1 import api_wire as pb
 from hcs_deviceplugin.dra.devices import DraDevice
 from hcs_deviceplugin.model import Health
 from hcs_deviceplugin.rpc.calls import CallContext, Method, ServerStream

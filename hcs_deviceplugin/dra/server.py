@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from hcs_deviceplugin.api.dra.v1 import api_pb2 as v1
-from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
+from hcs_deviceplugin.api.dra.v1 import api_wire as v1
+from hcs_deviceplugin.api.pluginregistration.v1 import api_wire as reg
 from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.dra.preparer import ClaimRef, PrepareResult
 from hcs_deviceplugin.plugin.sockets import prepare_socket_path, remove_socket, socket_answers
@@ -126,23 +126,33 @@ class DraServicer:
         self, request: v1.NodePrepareResourcesRequest, context: CallContext
     ) -> v1.NodePrepareResourcesResponse:
         refs = [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
-        response = v1.NodePrepareResourcesResponse()
-        for uid, result in _prepare_all(self._preparer, refs).items():
-            answer = response.claims[uid]
-            answer.error = result.error
-            for d in result.devices:
-                answer.devices.add(
-                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
+        return v1.NodePrepareResourcesResponse(
+            claims={
+                uid: v1.NodePrepareResourceResponse(
+                    devices=[
+                        v1.Device(
+                            request_names=d.requests,
+                            pool_name=d.pool,
+                            device_name=d.device,
+                            cdi_device_ids=d.cdi_ids,
+                        )
+                        for d in result.devices
+                    ],
+                    error=result.error,
                 )
-        return response
+                for uid, result in _prepare_all(self._preparer, refs).items()
+            }
+        )
 
     def NodeUnprepareResources(
         self, request: v1.NodeUnprepareResourcesRequest, context: CallContext
     ) -> v1.NodeUnprepareResourcesResponse:
-        response = v1.NodeUnprepareResourcesResponse()
+        claims = {}
         for c in request.claims:
-            response.claims[c.uid].error = self._preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
-        return response
+            claims[c.uid] = v1.NodeUnprepareResourceResponse(
+                error=self._preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
+            )
+        return v1.NodeUnprepareResourcesResponse(claims=claims)
 
 
 class DraPluginServer:

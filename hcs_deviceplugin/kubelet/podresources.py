@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
+from hcs_deviceplugin.api.podresources.v1 import api_wire as pr
 from hcs_deviceplugin.rpc.client import unary_call
 from hcs_deviceplugin.rpc.status import RpcError
 
@@ -73,7 +73,7 @@ def list_allocations(socket_path: Path, deadline: float = LIST_DEADLINE_S) -> tu
         response = pr.ListPodResourcesResponse.FromString(raw)
     except RpcError as exc:
         raise PodResourcesUnavailable(f"pod-resources List failed: {exc}") from exc
-    except ValueError as exc:  # protobuf's DecodeError
+    except ValueError as exc:  # the codec's DecodeError
         raise PodResourcesUnavailable(
             f"pod-resources List answered what is not a List response: {exc}"
         ) from exc

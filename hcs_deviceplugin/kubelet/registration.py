@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
 from hcs_deviceplugin.rpc.client import CallHandle, unary_call
 from hcs_deviceplugin.rpc.status import RpcError
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
 from hcs_deviceplugin.model import ContainerEdits, Unit
 
 
 def unit_to_device(unit: Unit) -> pb.Device:
     """A unit as kubelet's ``Device``: NUMA topology only where the backend knows the node."""
-    device = pb.Device(ID=unit.id, health=unit.health.value)
+    topology = None
     if unit.numa_node is not None and unit.numa_node >= 0:
-        device.topology.nodes.append(pb.NUMANode(ID=unit.numa_node))
-    return device
+        topology = pb.TopologyInfo(nodes=[pb.NUMANode(ID=unit.numa_node)])
+    return pb.Device(ID=unit.id, health=unit.health.value, topology=topology)
 
 
 def list_and_watch_response(units: Sequence[Unit]) -> pb.ListAndWatchResponse:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
 from hcs_deviceplugin.kubelet.watch import FileIdentity
 from hcs_deviceplugin.plugin.server import RegistrationStatus, ServerStatus
 from hcs_deviceplugin.plugin.servicer import SERVICE
@@ -28,7 +28,7 @@ def probe_pool(socket_path: Path, timeout: float) -> str | None:
         )
     except RpcError as exc:
         return f"socket {socket_path.name} does not answer: {exc.code.name}"
-    except ValueError as exc:  # protobuf's DecodeError
+    except ValueError as exc:  # the codec's DecodeError
         return f"socket {socket_path.name} answers something else: {exc}"
     return None
 

@@ -3,8 +3,10 @@
 Allocate works on in-memory state only (ARCHITECTURE.md invariant 7): it looks the requested ids up
 in the pool's current snapshot and asks the owning backend(s) for ContainerEdits, which backends
 compute without I/O. Any unknown or unhealthy id fails the whole request with INVALID_ARGUMENT and
-changes nothing. The answer is kept with the snapshot, so the same ids asked again (another pod on
-the same card, an init container, a retry) cost a dict lookup plus the hold.
+changes nothing. The answer is kept with the snapshot, keyed by the request's bytes and holding the
+response's bytes, so the same request again (another pod on the same card, an init container, a
+retry) costs a dict lookup plus the hold: nothing is parsed or encoded. The method's ``parse`` is
+therefore the identity; only a request the book does not know is decoded.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 
 from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocator import preferred_allocation
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
+from hcs_deviceplugin.api.wireformat import DecodeError
 from hcs_deviceplugin.kubelet.registration import plugin_options
 from hcs_deviceplugin.model import ContainerEdits, Health, Pool, Unit
 from hcs_deviceplugin.plugin.convert import edits_to_response, list_and_watch_response
-from hcs_deviceplugin.plugin.state import PoolState, Snapshot
+from hcs_deviceplugin.plugin.state import Answer, PoolState, Snapshot
 from hcs_deviceplugin.rpc.calls import CallContext, Method, ServerStream, Unary
 from hcs_deviceplugin.rpc.status import Code
 
@@ -33,6 +36,14 @@ SERVICE = "/v1beta1.DevicePlugin/"
 EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
 AllocateListener = Callable[[str, Sequence[str]], "Callable[[], None] | None"]
 """Told (pool, ids) before an Allocate answer goes out; may return an undo for a refused answer."""
+
+
+def _raw(request: bytes) -> bytes:
+    """Allocate's ``parse``: the request bytes themselves, the key of the snapshot's answer book.
+
+    ``bytes()`` of a ``bytes`` object is that object (no copy); a transport that handed over a
+    buffer instead would get a hashable key all the same."""
+    return bytes(request)
 
 
 class AllocationRejected(Exception):
@@ -110,7 +121,7 @@ class DevicePluginServicer:
         return {
             SERVICE + "GetDevicePluginOptions": Unary(pb.Empty.FromString, self.GetDevicePluginOptions),
             SERVICE + "ListAndWatch": ServerStream(pb.Empty.FromString, self.ListAndWatch),
-            SERVICE + "Allocate": Unary(pb.AllocateRequest.FromString, self.Allocate),
+            SERVICE + "Allocate": Unary(_raw, self.Allocate),
             SERVICE + "GetPreferredAllocation": Unary(
                 pb.PreferredAllocationRequest.FromString, self.GetPreferredAllocation
             ),
@@ -182,14 +193,14 @@ class DevicePluginServicer:
         finally:
             self._close_stream(stream)
 
-    def Allocate(self, request: pb.AllocateRequest, context: CallContext) -> pb.AllocateResponse:
+    def Allocate(self, request: bytes, context: CallContext) -> Answer:
+        """``request`` is the ``AllocateRequest`` as it came off the wire (see :func:`_raw`)."""
         snapshot = self._state.snapshot
-        containers = [tuple(container.devices_ids) for container in request.container_requests]
-        key = tuple(containers)
-        answer = snapshot.answers.get(key)
+        answer = snapshot.answers.get(request)
         if answer is None:
-            answer = self._answer(snapshot, containers, context)
-            snapshot.remember(key, answer)
+            answer = self._answer(snapshot, request, context)
+            snapshot.remember(request, answer)
+        containers = answer.containers
         undo = []
         if self._on_allocate is not None:
             for ids in containers:
@@ -210,10 +221,15 @@ class DevicePluginServicer:
                 context.abort(Code.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
         return answer
 
-    def _answer(
-        self, snapshot: Snapshot, containers: Sequence[Sequence[str]], context: CallContext
-    ) -> pb.AllocateResponse:
-        """The answer for ids this snapshot has not been asked for yet; a bad id aborts the call."""
+    def _answer(self, snapshot: Snapshot, request: bytes, context: CallContext) -> Answer:
+        """The answer to a request this snapshot has not seen yet; a bad id aborts the call, and so
+        does a request that is not an ``AllocateRequest`` (INTERNAL, as the transport says of any
+        request it cannot parse)."""
+        try:
+            parsed = pb.AllocateRequest.FromString(request)
+        except DecodeError as exc:
+            context.abort(Code.INTERNAL, f"could not parse the request: {exc}")
+        containers = tuple(tuple(container.devices_ids) for container in parsed.container_requests)
         responses = []
         try:
             for ids in containers:
@@ -222,7 +238,7 @@ class DevicePluginServicer:
         except AllocationRejected as exc:
             log.warning("Allocate rejected: %s", exc)
             context.abort(Code.INVALID_ARGUMENT, str(exc))
-        return pb.AllocateResponse(container_responses=responses)
+        return Answer(containers, pb.AllocateResponse(container_responses=responses).SerializeToString())
 
     def _container_edits(self, snapshot: Snapshot, units: list[Unit]) -> ContainerEdits:
         """The backend's edits; one it cannot give (a bad option, a sharing daemon not up yet) is a

@@ -8,7 +8,10 @@ an identical list is an update storm (KUBELET.md §3).
 Each snapshot also carries the Allocate answers computed for it, so kubelet asking again for ids it
 asked for before costs a dict lookup: the answers depend only on the pool, its units (health included)
 and what the backends discovered, so a new snapshot starts with none and :meth:`PoolState.forget_answers`
-drops them when a backend's discovery changes under an unchanged list.
+drops them when a backend's discovery changes under an unchanged list. The book is keyed by the
+request's bytes as they came off the wire and holds the response's bytes, so a repeated request is
+neither parsed nor encoded; the same ids encoded another way (field order, unknown fields) are just
+another key.
 """
 
 from __future__ import annotations
@@ -18,14 +21,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.model import Health, Pool, Unit
 
-AnswerKey = tuple[tuple[str, ...], ...]
-"""An AllocateRequest as the device ids of each of its containers, in kubelet's order."""
 MAX_ANSWERS = 256
 """Answers one snapshot keeps; past this the book starts over. Kubelet asks again for few id sets
 within one advertised list, and an 8-unit answer is about 1.6 kB, so a pool keeps at most ~0.5 MB."""
+MAX_KEY_BYTES = 16 * 1024
+"""The longest request that is remembered (kubelet's 8-unit request is ~0.4 kB); a longer one is
+answered but not kept, so the book stays within ~4.5 MB whatever a client sends."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One Allocate answer: the device ids of each container asked for, in kubelet's order (for the
+    holds and the second look), and the encoded ``AllocateResponse``, which the transport sends as
+    it is (``SerializeToString`` hands the stored bytes back)."""
+
+    containers: tuple[tuple[str, ...], ...]
+    response: bytes
+
+    def SerializeToString(self) -> bytes:
+        return self.response
 
 
 @dataclass(frozen=True)
@@ -38,10 +54,9 @@ class Snapshot:
     topology: Topology | None = None
     by_id: Mapping[str, Unit] = field(init=False, compare=False, repr=False)
     """The units by id (the first of a repeated id), for Allocate's lookups."""
-    answers: dict[AnswerKey, pb.AllocateResponse] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
-    """Allocate answers given for this snapshot; written by gRPC threads (a dict store is atomic)."""
+    answers: dict[bytes, Answer] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Allocate answers given for this snapshot by request bytes; written by gRPC threads (a dict
+    store is atomic)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_id", {u.id: u for u in reversed(self.units)})
@@ -49,11 +64,14 @@ class Snapshot:
     def unit(self, unit_id: str) -> Unit | None:
         return self.by_id.get(unit_id)
 
-    def remember(self, key: AnswerKey, answer: pb.AllocateResponse) -> None:
-        """Keep ``answer`` for ``key`` (bounded: a full book is emptied first)."""
+    def remember(self, request: bytes, answer: Answer) -> None:
+        """Keep ``answer`` for the request bytes ``request`` (bounded: a full book is emptied first;
+        a request longer than :data:`MAX_KEY_BYTES` is not kept)."""
+        if len(request) > MAX_KEY_BYTES:
+            return
         if len(self.answers) >= MAX_ANSWERS:
             self.answers.clear()
-        self.answers[key] = answer
+        self.answers[request] = answer
 
     def healthy_ids(self) -> list[str]:
         return [u.id for u in self.units if u.health is Health.HEALTHY]

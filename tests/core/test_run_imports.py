@@ -1,7 +1,8 @@
 """What ``hcs-deviceplugin run`` loads before it knows it needs it: every module costs start-up CPU
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
-tool), the Kubernetes client (only with an API source) and grpcio (pools and DRA are served by
-``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) stay out of a plain run's
+tool), the Kubernetes client (only with an API source), grpcio (pools and DRA are served by
+``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) and the protobuf
+runtime (the daemon's messages are the generated ``api_wire`` codecs) stay out of a plain run's
 imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
 when a ConfigMap in a DKP format arrives: recognising one needs only
 :mod:`hcs_deviceplugin.pools.shapes`)."""
@@ -19,6 +20,7 @@ NOT_AT_RUN = (
     "grpc",
     "h2",  # HTTP/2 is hcs_deviceplugin.rpc.http2's; h2 is only the tests' independent peer
     "hyperframe",
+    "google.protobuf",
     "hcs_deviceplugin.kubeletsim",
     "prometheus_client",
     "pythonjsonlogger",
@@ -85,7 +87,7 @@ DRA_PROBE = """
 import json, sys, tempfile
 from pathlib import Path
 from hcs_deviceplugin import runner
-from hcs_deviceplugin.api.pluginregistration.v1 import api_pb2 as reg
+from hcs_deviceplugin.api.pluginregistration.v1 import api_wire as reg
 from hcs_deviceplugin.dra import claims, frontend, slices
 from hcs_deviceplugin.dra.health import HealthFeed
 from hcs_deviceplugin.dra.server import REGISTRATION_SERVICE, DraPluginServer

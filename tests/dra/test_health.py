@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hcs_deviceplugin.api.drahealth.v1alpha1 import api_pb2 as pb
+from hcs_deviceplugin.api.drahealth.v1alpha1 import api_wire as pb
 from hcs_deviceplugin.dra.health import HEALTH_SERVICES, HealthFeed, HealthServicer
 from hcs_deviceplugin.kubeletsim.drahealth import HEALTH_V1, HEALTH_V1ALPHA1, HealthWatch
 from hcs_deviceplugin.model import Health
@@ -136,8 +136,10 @@ def test_an_unchanged_device_keeps_the_time_it_last_changed() -> None:
         card = rig.devices[0].card_id
         feed.publish(compute_devices(rig.inventory, rig.publisher, {card: Health.UNHEALTHY}))
         _, response = feed.snapshot()
-    times = {d.device.device_name: d.last_updated_time for d in response.devices}
-    status = {d.device.device_name: d.health for d in response.devices}
+    named = {d.device.device_name: d for d in response.devices if d.device is not None}
+    assert len(named) == len(response.devices)
+    times = {name: d.last_updated_time for name, d in named.items()}
+    status = {name: d.health for name, d in named.items()}
     assert pb.UNHEALTHY in status.values()
     for name, health in status.items():
         assert times[name] == (2000 if health == pb.UNHEALTHY else 1000), name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
+from hcs_deviceplugin.api.podresources.v1 import api_wire as pr
 from hcs_deviceplugin.kubelet.podresources import DeviceAllocation, allocations_of, held_devices
 
 names = st.sampled_from(["a", "b", "trainer", "infer"])

@@ -13,6 +13,7 @@ from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.model import ContainerEdits, Pool, Unit
 from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.plugin.state import Answer
 from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units
 from tests.waiting import wait_until
 
@@ -98,6 +99,8 @@ class Counted:
     stub: pb_grpc.DevicePluginStub
     edits_asked: list[list[str]]
     holds: Calls
+    raw: grpc.UnaryUnaryMultiCallable[bytes, pb.AllocateResponse]
+    """Allocate with the request's bytes as given (grpcio sends them as they are)."""
 
 
 @pytest.fixture
@@ -114,7 +117,12 @@ def counted(make_server: ServerFactory) -> Iterator[Counted]:
 
     server = serving(make_server(("u0", "u1"), on_allocate=listener, edits=counting_edits))
     with grpc.insecure_channel(f"unix:{server.socket_path}") as channel:
-        yield Counted(server, pb_grpc.DevicePluginStub(channel), asked, holds)
+        raw = channel.unary_unary(
+            "/v1beta1.DevicePlugin/Allocate",
+            request_serializer=bytes,
+            response_deserializer=pb.AllocateResponse.FromString,
+        )
+        yield Counted(server, pb_grpc.DevicePluginStub(channel), asked, holds, raw)
 
 
 def test_the_same_ids_asked_again_are_answered_from_the_snapshot_and_held_again(counted: Counted) -> None:
@@ -145,3 +153,54 @@ def test_forgotten_answers_are_computed_again_on_the_same_list(counted: Counted)
     counted.stub.Allocate(allocate("u0"), timeout=WAIT)
     assert counted.edits_asked == [["u0"], ["u0"]]
     assert counted.server.state.snapshot.version == version  # streams are not woken for it
+
+
+UNKNOWN_FIELD = b"\xf8\x06\x01"
+"""Field 111, varint 1: a field this API does not have, which a newer kubelet could send."""
+
+
+def test_the_same_ids_encoded_another_way_get_the_same_answer_from_their_own_entry(counted: Counted) -> None:
+    """The book is keyed by the request's bytes: another encoding of the same ids misses it and is
+    answered afresh, rightly; the same bytes again are answered from the book."""
+    plain = allocate("u0", "u1").SerializeToString()
+    container = pb.ContainerAllocateRequest(devices_ids=["u0", "u1"]).SerializeToString()
+    unknown_inside = b"\x0a" + bytes([len(container) + 3]) + UNKNOWN_FIELD + container
+    encodings = [plain, UNKNOWN_FIELD + plain, plain + UNKNOWN_FIELD, unknown_inside]
+    answers = [counted.raw(request, timeout=WAIT) for request in encodings]
+    assert all(answer == answers[0] for answer in answers)
+    assert answers[0].container_responses[0].envs["UNITS"] == "u0,u1"
+    assert counted.edits_asked == [["u0", "u1"]] * 4  # four keys, four answers computed
+    assert counted.raw(plain, timeout=WAIT) == answers[0]
+    assert counted.edits_asked == [["u0", "u1"]] * 4  # the same bytes: from the book
+    assert counted.holds == [("a", ["u0", "u1"])] * 5  # and every call holds
+
+
+def test_a_kept_answer_is_sent_as_stored_without_parsing_the_request(counted: Counted) -> None:
+    """What the book holds for a request's bytes is what goes out, and the request is not decoded:
+    bytes that are no AllocateRequest at all are answered from the book (and held) once kept."""
+    stored = pb.AllocateResponse(
+        container_responses=[pb.ContainerAllocateResponse(envs={"FROM": "book"})]
+    ).SerializeToString()
+    counted.server.state.snapshot.remember(b"\xff", Answer((("u1",),), stored))
+    answer = counted.raw(b"\xff", timeout=WAIT)
+    assert answer.container_responses[0].envs == {"FROM": "book"}
+    assert counted.holds == [("a", ["u1"])] and counted.edits_asked == []
+
+
+def test_bytes_that_are_no_request_fail_as_unparseable_and_are_not_kept(counted: Counted) -> None:
+    for _ in range(2):
+        with pytest.raises(grpc.RpcError) as caught:
+            counted.raw(b"\x0a\x05u0", timeout=WAIT)  # a length past the end
+        assert caught.value.code() is grpc.StatusCode.INTERNAL
+        assert "could not parse the request" in (caught.value.details() or "")
+    assert counted.server.state.snapshot.answers == {}
+    assert counted.holds == [] and counted.edits_asked == []
+
+
+def test_a_refused_request_is_not_kept(counted: Counted) -> None:
+    for _ in range(2):
+        with pytest.raises(grpc.RpcError) as caught:
+            counted.stub.Allocate(allocate("u0", "nope"), timeout=WAIT)
+        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert counted.server.state.snapshot.answers == {}
+    assert counted.holds == []
