@@ -248,3 +248,49 @@ def test_idle_connections_hold_no_thread_and_are_closed(busy: Busy) -> None:
             conn.close()
         server.stop()
     assert not [t for t in started if t.is_alive()], "stop ends the loop and the workers"
+
+
+def _server_threads(before: set[threading.Thread]) -> set[str]:
+    return {t.name for t in threading.enumerate() if t not in before and t.name != "hcs-liveness-probe"}
+
+
+def test_a_deferred_server_holds_an_early_probe_until_serve_now(busy: Busy) -> None:
+    """``run`` binds the port before its pools are served and builds waitress after: a probe that
+    connects in between is answered once the server is built, not refused."""
+    before = set(threading.enumerate())
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as probe:
+            probe.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert _server_threads(before) == {"observability-http"}, "no waitress workers yet"
+            server.serve_now()
+            answer = b""
+            while chunk := probe.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200 ") and answer.endswith(b"ok\n")
+        assert len(_server_threads(before)) == THREADS + 1, "the event loop and the worker pool"
+    finally:
+        server.stop()
+    assert _server_threads(before) == set(), "stop ends the loop and the workers"
+
+
+def test_a_deferred_server_serves_after_its_limit_without_serve_now(busy: Busy) -> None:
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=0.05)
+    try:
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
+
+
+def test_stopping_a_deferred_server_never_builds_it_and_frees_the_port(busy: Busy) -> None:
+    before = set(threading.enumerate())
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    port = server.port
+    server.stop()
+    assert _server_threads(before) == set(), "the waiting thread ended at once, nothing was built"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
