@@ -4,8 +4,8 @@ tool), the Kubernetes client (only with an API source) and grpcio (pools and DRA
 ``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) stay out of a plain run's
 imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
 when a ConfigMap in a DKP format arrives: recognising one needs only
-:mod:`hcs_deviceplugin.pools.shapes`), and waitress, which the HTTP server's thread loads once the
-pools are served (the port is bound before)."""
+:mod:`hcs_deviceplugin.pools.shapes`), waitress, which the HTTP server's thread loads once the
+pools are served (the port is bound before), and the CDI spec writer (only with ``--cdi-dir``)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.pools.dkp",
     "hcs_deviceplugin.pools.nodegroup",
     "waitress",
+    "hcs_deviceplugin.cdi.publisher",
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
