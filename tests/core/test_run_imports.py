@@ -5,7 +5,8 @@ tool), the Kubernetes client (only with an API source) and grpcio (pools and DRA
 imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
 when a ConfigMap in a DKP format arrives: recognising one needs only
 :mod:`hcs_deviceplugin.pools.shapes`), waitress, which the HTTP server's thread loads once the
-pools are served (the port is bound before), and the CDI spec writer (only with ``--cdi-dir``)."""
+pools are served (the port is bound before), the CDI spec writer (only with ``--cdi-dir``) and difflib
+(near misses, only for a document with an unknown key)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.pools.nodegroup",
     "waitress",
     "hcs_deviceplugin.cdi.publisher",
+    "difflib",
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
