@@ -327,16 +327,18 @@ class Runner:
     def start(self) -> None:
         """Probes first (they say why nothing is served yet), then the daemon, then the labeler.
 
-        The probes' port is bound first, but their server is loaded only once the daemon has
-        applied its first pools (or :data:`~hcs_deviceplugin.observability.http.DEFER_LIMIT` has
-        passed, on a long start): registering with kubelet does not wait for waitress's imports.
+        The probes' port is bound first, but their server is built only once the daemon has
+        applied its first pools and they have registered with kubelet (or
+        :data:`~hcs_deviceplugin.observability.http.DEFER_LIMIT` has passed, on a long start):
+        registering does not wait for waitress's imports.
 
         :class:`StartError` when the metrics address cannot be bound (the port is in use, the
         address is not this host's); the backends are closed and nothing else was started.
         """
         self._started = time.monotonic()
         try:
-            self.http.start(defer=DEFER_LIMIT)  # bound now; waitress loaded once pools are served
+            # Bound now; waitress is loaded once the pools have registered (or DEFER_LIMIT passed).
+            self.http.start(defer=DEFER_LIMIT, ready=self.daemon.wait_registered)
         except OSError as exc:
             for name, backend in self.backends.running.items():
                 close_backend(name, backend)

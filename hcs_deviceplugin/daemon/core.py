@@ -313,6 +313,28 @@ class Daemon:
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, min(remaining, 0.5))  # type: ignore[misc]
 
+    def wait_registered(self, timeout: float) -> bool:
+        """Block until every pool served now has registered with kubelet: True; False once the
+        daemon stops or ``timeout`` passes (a pool that cannot register waits it out).
+
+        For work that should come after registration without delaying it (``run`` builds its HTTP
+        server then). Servers report status changes through :meth:`_notify`, so this sleeps on
+        the generation like :meth:`wait_for`, without building views.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                seen = self._generation
+            if self._stop.is_set():
+                return False
+            if all(server.registered for server in self.applier.servers.values()):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._changed:
+                self._changed.wait_for(lambda seen=seen: self._generation != seen, remaining)  # type: ignore[misc]
+
     def thread_liveness(self) -> dict[str, bool]:
         """Thread name → alive, for every long-lived thread the daemon started (read by /healthz)."""
         return {thread.name: thread.is_alive() for thread in self._threads}

@@ -21,6 +21,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -142,6 +143,7 @@ class ObservabilityServer:
         self._socket_map: dict[int, Any] = {}
         self._thread: threading.Thread | None = None
         self._defer = 0.0
+        self._ready: Callable[[float], object] | None = None
         if not metrics.bound:
             metrics.bind(daemon.view)
 
@@ -155,13 +157,14 @@ class ObservabilityServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self, defer: float = 0.0) -> None:
+    def start(self, defer: float = 0.0, ready: Callable[[float], object] | None = None) -> None:
         """Bind now (OSError if the port is taken) and serve on a background thread.
 
-        Building the server loads waitress (some 6 ms of imports). With ``defer`` (seconds) the
-        server thread does that once :meth:`serve_now` is called or ``defer`` has passed, so that
-        ``run`` registers its pools first; the port is bound all along, so a probe that comes early
-        is answered late, never refused.
+        Building the server loads waitress (some 8 ms of imports and address lookups). With
+        ``defer`` (seconds) the server thread does that once :meth:`serve_now` is called and then
+        ``ready(seconds left)`` has returned, or ``defer`` has passed, so that ``run`` registers its
+        pools first; the port is bound all along, so a probe that comes early is answered late,
+        never refused.
         """
         if self._thread is not None:
             return
@@ -176,6 +179,7 @@ class ObservabilityServer:
         self._stopping.clear()
         self._go.clear()
         self._defer = defer
+        self._ready = ready
         if defer <= 0:
             self._go.set()
             try:
@@ -235,7 +239,10 @@ class ObservabilityServer:
     def _serve(self, listener: socket.socket) -> None:
         """The server thread: build the server if :meth:`start` deferred it, then run its event
         loop; everything it owns is closed on this thread too."""
+        deadline = time.monotonic() + self._defer
         self._go.wait(self._defer)
+        if self._ready is not None and not self._stopping.is_set():
+            self._ready(max(0.0, deadline - time.monotonic()))
         with self._server_lock:
             server = self._server
         if server is None:

@@ -294,3 +294,31 @@ def test_stopping_a_deferred_server_never_builds_it_and_frees_the_port(busy: Bus
     assert _server_threads(before) == set(), "the waiting thread ended at once, nothing was built"
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
+
+
+def test_a_deferred_server_is_built_once_ready_returns_with_the_time_left(busy: Busy) -> None:
+    """``run`` passes ``ready=daemon.wait_registered``: after serve_now the server thread waits for
+    it (with what is left of ``defer``) and only then builds waitress."""
+    before = set(threading.enumerate())
+    asked: list[float] = []
+    called, release = threading.Event(), threading.Event()
+
+    def ready(timeout: float) -> bool:
+        asked.append(timeout)
+        called.set()
+        return release.wait(WAIT)
+
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT, ready=ready)
+    try:
+        server.serve_now()
+        assert called.wait(WAIT)
+        assert 0 < asked[0] <= WAIT
+        assert _server_threads(before) == {"observability-http"}, "nothing built while ready waits"
+        release.set()
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        release.set()
+        server.stop()
+    assert _server_threads(before) == set()
