@@ -51,7 +51,7 @@ class StartError(Exception):
     """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class ApiSettings:
     """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
 
@@ -61,7 +61,7 @@ class ApiSettings:
     kubeconfig: Path | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class RunSettings:
     """Everything ``run`` needs, parsed and validated by the CLI."""
 
