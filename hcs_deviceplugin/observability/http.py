@@ -63,7 +63,7 @@ LOOP_TIMEOUT = 1.0
 """Seconds one event-loop wait may last; stop() also wakes it at once."""
 DEFER_LIMIT = 0.5
 """Seconds at most that ``run`` keeps the server unbuilt (``start(defer=DEFER_LIMIT)``) while its
-pools are not yet served: a probe that connects meanwhile waits in the listen backlog, well inside
+pools have not registered: a probe that connects meanwhile waits in the listen backlog, well inside
 kubelet's default 1-second probe timeout, even when the start is long (another instance's lock)."""
 
 ReportAccess = Literal["local", "any", "off"]
@@ -242,7 +242,10 @@ class ObservabilityServer:
         deadline = time.monotonic() + self._defer
         self._go.wait(self._defer)
         if self._ready is not None and not self._stopping.is_set():
-            self._ready(max(0.0, deadline - time.monotonic()))
+            try:
+                self._ready(max(0.0, deadline - time.monotonic()))
+            except Exception:  # the probes matter more than the wait: serve anyway
+                log.exception("waiting to build the observability HTTP server failed")
         with self._server_lock:
             server = self._server
         if server is None:

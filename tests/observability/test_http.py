@@ -322,3 +322,17 @@ def test_a_deferred_server_is_built_once_ready_returns_with_the_time_left(busy: 
         release.set()
         server.stop()
     assert _server_threads(before) == set()
+
+
+def test_a_ready_that_fails_does_not_keep_the_probes_unserved(busy: Busy) -> None:
+    def ready(_timeout: float) -> bool:
+        raise RuntimeError("the daemon went away")
+
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT, ready=ready)
+    try:
+        server.serve_now()
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
