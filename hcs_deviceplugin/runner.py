@@ -328,7 +328,7 @@ class Runner:
         """Probes first (they say why nothing is served yet), then the daemon, then the labeler.
 
         The probes' port is bound first, but their server is built only once the daemon has
-        applied its first pools and they have registered with kubelet (or
+        applied its first pools and they have registered with kubelet and stream to it (or
         :data:`~hcs_deviceplugin.observability.http.DEFER_LIMIT` has passed, on a long start):
         registering does not wait for waitress's imports.
 
@@ -337,8 +337,8 @@ class Runner:
         """
         self._started = time.monotonic()
         try:
-            # Bound now; waitress is loaded once the pools have registered (or DEFER_LIMIT passed).
-            self.http.start(defer=DEFER_LIMIT, ready=self.daemon.wait_registered)
+            # Bound now; waitress is loaded once the pools stream to kubelet (or DEFER_LIMIT passed).
+            self.http.start(defer=DEFER_LIMIT, ready=self.daemon.wait_streaming)
         except OSError as exc:
             for name, backend in self.backends.running.items():
                 close_backend(name, backend)

@@ -313,13 +313,14 @@ class Daemon:
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, min(remaining, 0.5))  # type: ignore[misc]
 
-    def wait_registered(self, timeout: float) -> bool:
-        """Block until every pool served now has registered with kubelet: True; False once the
-        daemon stops or ``timeout`` passes (a pool that cannot register waits it out).
+    def wait_streaming(self, timeout: float) -> bool:
+        """Block until every pool served now has registered with kubelet and kubelet reads its
+        ListAndWatch stream: True; False once the daemon stops or ``timeout`` passes (a pool that
+        cannot register waits it out).
 
-        For work that should come after registration without delaying it (``run`` builds its HTTP
-        server then). Servers report status changes through :meth:`_notify`, so this sleeps on
-        the generation like :meth:`wait_for`, without building views.
+        For work that should come after "registered and streaming" without delaying it (``run``
+        builds its HTTP server then). Servers report registrations and streams through
+        :meth:`_notify`, so this sleeps on the generation like :meth:`wait_for`, without views.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -327,7 +328,8 @@ class Daemon:
                 seen = self._generation
             if self._stop.is_set():
                 return False
-            if all(server.registered for server in self.applier.servers.values()):
+            servers = list(self.applier.servers.values())
+            if all(s.registered and s.status().open_streams > 0 for s in servers):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -63,7 +63,7 @@ LOOP_TIMEOUT = 1.0
 """Seconds one event-loop wait may last; stop() also wakes it at once."""
 DEFER_LIMIT = 0.5
 """Seconds at most that ``run`` keeps the server unbuilt (``start(defer=DEFER_LIMIT)``) while its
-pools have not registered: a probe that connects meanwhile waits in the listen backlog, well inside
+pools do not stream to kubelet: a probe that connects meanwhile waits in the listen backlog, well inside
 kubelet's default 1-second probe timeout, even when the start is long (another instance's lock)."""
 
 ReportAccess = Literal["local", "any", "off"]

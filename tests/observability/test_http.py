@@ -297,7 +297,7 @@ def test_stopping_a_deferred_server_never_builds_it_and_frees_the_port(busy: Bus
 
 
 def test_a_deferred_server_is_built_once_ready_returns_with_the_time_left(busy: Busy) -> None:
-    """``run`` passes ``ready=daemon.wait_registered``: after serve_now the server thread waits for
+    """``run`` passes ``ready=daemon.wait_streaming``: after serve_now the server thread waits for
     it (with what is left of ``defer``) and only then builds waitress."""
     before = set(threading.enumerate())
     asked: list[float] = []
