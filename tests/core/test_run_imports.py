@@ -2,11 +2,11 @@
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
 tool), the Kubernetes client (only with an API source) and grpcio (pools and DRA are served by
 ``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) stay out of a plain run's
-imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
+imports; so do python-json-logger (only with ``--log-format json``), the DKP pool parsers (only
 when a ConfigMap in a DKP format arrives: recognising one needs only
-:mod:`hcs_deviceplugin.pools.shapes`), waitress, which the HTTP server's thread loads once the
-pools are served (the port is bound before), the CDI spec writer (only with ``--cdi-dir``) and difflib
-(near misses, only for a document with an unknown key)."""
+:mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
+stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
+``--cdi-dir``, as it has by default) and difflib (near misses, for a document with an unknown key)."""
 
 from __future__ import annotations
 
