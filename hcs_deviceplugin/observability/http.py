@@ -140,6 +140,7 @@ class ObservabilityServer:
         self._stopping = threading.Event()
         self._go = threading.Event()
         self._server_lock = threading.Lock()
+        self._building = False
         self._socket_map: dict[int, Any] = {}
         self._thread: threading.Thread | None = None
         self._defer = 0.0
@@ -176,8 +177,8 @@ class ObservabilityServer:
             dualstack_ipv6=self.host == "::" and socket.has_dualstack_ipv6(),
         )
         self._port = int(listener.getsockname()[1])
-        self._stopping.clear()
-        self._go.clear()
+        # Fresh per start: a thread left building by an earlier stop() keeps its own.
+        self._stopping, self._go, self._socket_map = threading.Event(), threading.Event(), {}
         self._defer = defer
         self._ready = ready
         if defer <= 0:
@@ -188,7 +189,10 @@ class ObservabilityServer:
                 listener.close()
                 raise
         self._thread = threading.Thread(
-            target=self._serve, args=(listener,), name="observability-http", daemon=True
+            target=self._serve,
+            args=(listener, self._stopping, self._go, self._socket_map),
+            name="observability-http",
+            daemon=True,
         )
         self._thread.start()
         log.info(
@@ -203,7 +207,12 @@ class ObservabilityServer:
         self._go.set()
 
     def stop(self) -> None:
-        """Stop accepting, close every connection, end the worker threads; idempotent."""
+        """Stop accepting, close every connection, end the worker threads; idempotent.
+
+        A deferred server that its thread is building right now (``run`` stopped just after its
+        pools began streaming) is not waited for: the thread closes it as soon as it is built, and
+        a SIGTERM is not held up by waitress's imports.
+        """
         thread = self._thread
         self._thread = None
         if thread is None:
@@ -211,7 +220,9 @@ class ObservabilityServer:
         self._stopping.set()
         self._go.set()
         with self._server_lock:
-            server = self._server
+            server, building = self._server, self._building
+        if building:
+            return
         if server is not None:
             from waitress.server import BaseWSGIServer  # loaded: ``server`` is one
 
@@ -219,12 +230,14 @@ class ObservabilityServer:
                 server.pull_trigger()  # wake the event loop now rather than at its next timeout
         thread.join(timeout=5)
 
-    def _build(self, listener: socket.socket) -> BaseWSGIServer | MultiSocketServer:
+    def _build(
+        self, listener: socket.socket, socket_map: dict[int, Any] | None = None
+    ) -> BaseWSGIServer | MultiSocketServer:
         from waitress.server import create_server  # here: ``run`` registers its pools before this
 
         return create_server(
             self.wsgi,
-            map=self._socket_map,
+            map=self._socket_map if socket_map is None else socket_map,
             sockets=[listener],
             threads=self._threads,
             channel_timeout=self._idle_timeout,
@@ -236,42 +249,55 @@ class ObservabilityServer:
             asyncore_use_poll=True,
         )
 
-    def _serve(self, listener: socket.socket) -> None:
+    def _serve(
+        self,
+        listener: socket.socket,
+        stopping: threading.Event,
+        go: threading.Event,
+        socket_map: dict[int, Any],
+    ) -> None:
         """The server thread: build the server if :meth:`start` deferred it, then run its event
         loop; everything it owns is closed on this thread too."""
         deadline = time.monotonic() + self._defer
-        self._go.wait(self._defer)
-        if self._ready is not None and not self._stopping.is_set():
+        go.wait(self._defer)
+        if self._ready is not None and not stopping.is_set():
             try:
                 self._ready(max(0.0, deadline - time.monotonic()))
             except Exception:  # the probes matter more than the wait: serve anyway
                 log.exception("waiting to build the observability HTTP server failed")
         with self._server_lock:
             server = self._server
+            stopped = server is None and stopping.is_set()
+            self._building = server is None and not stopped
+        if stopped:
+            listener.close()
+            return
         if server is None:
-            if self._stopping.is_set():
-                listener.close()
-                return
             try:
-                server = self._build(listener)
+                server = self._build(listener, socket_map)
             except Exception:
                 log.exception("observability HTTP server could not be built")
                 listener.close()
+                with self._server_lock:
+                    self._building = False
                 return
             with self._server_lock:
-                self._server = server
+                self._building = False
+                if not stopping.is_set():
+                    self._server = server
         from waitress import wasyncore
 
         try:
-            while not self._stopping.is_set():
-                wasyncore.loop(timeout=LOOP_TIMEOUT, use_poll=True, map=self._socket_map, count=1)
+            while not stopping.is_set():
+                wasyncore.loop(timeout=LOOP_TIMEOUT, use_poll=True, map=socket_map, count=1)
         except Exception:
             log.exception("observability HTTP loop failed")
         finally:
             server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
-            wasyncore.close_all(self._socket_map)
+            wasyncore.close_all(socket_map)
             with self._server_lock:
-                self._server = None
+                if self._server is server:
+                    self._server = None
 
     # -- endpoint bodies, also usable without HTTP ---------------------------------------------
 

@@ -336,3 +336,44 @@ def test_a_ready_that_fails_does_not_keep_the_probes_unserved(busy: Busy) -> Non
             assert response.status == 200
     finally:
         server.stop()
+
+
+class _SlowBuild(ObservabilityServer):
+    """The real server, whose build (waitress's imports, on a loaded node) takes until released."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.building = threading.Event()
+        self.release = threading.Event()
+
+    def _build(self, listener: socket.socket, socket_map: dict[int, Any] | None = None) -> Any:
+        self.building.set()
+        self.release.wait(WAIT)
+        return super()._build(listener, socket_map)
+
+
+def test_stop_does_not_wait_for_a_deferred_build_and_the_build_then_closes_itself(busy: Busy) -> None:
+    """SIGTERM just after the pools began streaming: stop returns without waiting for waitress's
+    imports; the server thread closes what it built as soon as the build is done."""
+    before = set(threading.enumerate())
+    server = _SlowBuild(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    port = server.port
+    server.serve_now()
+    assert server.building.wait(WAIT)
+    (thread,) = [t for t in threading.enumerate() if t.name == "observability-http" and t not in before]
+    stopped = threading.Event()
+
+    def stop() -> None:
+        server.stop()
+        stopped.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    # Well below the 5 s that stop() would spend joining a thread it waited for.
+    assert stopped.wait(2.0), "stop waited for the build"
+    assert thread.is_alive(), "the build is still going"
+    server.release.set()
+    thread.join(WAIT)
+    assert _server_threads(before) == set(), "the built server and its workers are gone"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
