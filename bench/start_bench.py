@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import yaml
 
@@ -61,16 +63,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(root: Path, fake: FakeNvidiaNode, names: set[str]) -> tuple[float, float, float]:
-    """Start one daemon on a fresh kubelet; (exec → all pools streaming, its CPU time, SIGTERM → exit)."""
+def one_round(
+    root: Path,
+    fake: FakeNvidiaNode,
+    names: set[str],
+    extra_env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
+) -> tuple[float, float, float]:
+    """Start one daemon on a fresh kubelet; (exec → all pools streaming, its CPU time, SIGTERM → exit).
+
+    ``extra_env`` and ``stderr`` are for profiling runs (:mod:`bench.start_imports`)."""
     shutil.rmtree(root / "dp", ignore_errors=True)
     shutil.rmtree(root / "state", ignore_errors=True)
     kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
-    env = compiled_env({**os.environ, **fake.env})
+    env = compiled_env({**os.environ, **fake.env, **(extra_env or {})})
     try:
         began = time.monotonic()
-        proc = subprocess.Popen(run_command(root, fake, free_port()), env=env)
+        proc = subprocess.Popen(run_command(root, fake, free_port()), env=env, stderr=stderr)
         try:
             kubelet.wait_for(
                 lambda k: all(
@@ -100,15 +110,20 @@ def interpreter_floor(rounds: int, code: str) -> Result:
     return Result(f"floor: python -c {code!r}", samples)
 
 
+def prepare(root: Path, pools: int) -> tuple[FakeNvidiaNode, set[str]]:
+    """The fake 8-GPU node and the pools volume under ``root``; the resource names to wait for."""
+    fake = prepare_fake_node(root / "node", dgx_h100_node(), build_dir=root / "build")
+    node = yaml.safe_load(fake.node_file.read_text())
+    cards = [str(g["uuid"]) for g in node["gpus"]]
+    write_configmap_volume(root / "pools", {"pools.yaml": pools_document(cards, pools)})
+    return fake, {f"gpu.deckhouse.io/nv-{p}" for p in range(pools)}
+
+
 def run(rounds: int = 20, pools: int = 8) -> list[str]:
     precompile()
     root = Path(tempfile.mkdtemp(prefix="hcss", dir="/tmp"))
     try:
-        fake = prepare_fake_node(root / "node", dgx_h100_node(), build_dir=root / "build")
-        node = yaml.safe_load(fake.node_file.read_text())
-        cards = [str(g["uuid"]) for g in node["gpus"]]
-        write_configmap_volume(root / "pools", {"pools.yaml": pools_document(cards, pools)})
-        names = {f"gpu.deckhouse.io/nv-{p}" for p in range(pools)}
+        fake, names = prepare(root, pools)
         one_round(root, fake, names)  # warm the page cache and the .pyc files
         starts: list[float] = []
         cpus: list[float] = []

@@ -25,7 +25,7 @@ from hcs_deviceplugin.backend import (
 )
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
 from hcs_deviceplugin.model import PoolSet
-from hcs_deviceplugin.observability.http import ObservabilityServer, ReportAccess
+from hcs_deviceplugin.observability.http import DEFER_LIMIT, ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
 from hcs_deviceplugin.observability.metrics import Metrics
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
@@ -51,7 +51,7 @@ class StartError(Exception):
     """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class ApiSettings:
     """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
 
@@ -61,7 +61,7 @@ class ApiSettings:
     kubeconfig: Path | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class RunSettings:
     """Everything ``run`` needs, parsed and validated by the CLI."""
 
@@ -327,12 +327,18 @@ class Runner:
     def start(self) -> None:
         """Probes first (they say why nothing is served yet), then the daemon, then the labeler.
 
+        The probes' port is bound first, but their server is built only once the daemon has
+        applied its first pools and they have registered with kubelet and stream to it (or
+        :data:`~hcs_deviceplugin.observability.http.DEFER_LIMIT` has passed, on a long start):
+        registering does not wait for waitress's imports.
+
         :class:`StartError` when the metrics address cannot be bound (the port is in use, the
         address is not this host's); the backends are closed and nothing else was started.
         """
         self._started = time.monotonic()
         try:
-            self.http.start()
+            # Bound now; waitress is loaded once the pools stream to kubelet (or DEFER_LIMIT passed).
+            self.http.start(defer=DEFER_LIMIT, ready=self.daemon.wait_streaming)
         except OSError as exc:
             for name, backend in self.backends.running.items():
                 close_backend(name, backend)
@@ -340,7 +346,10 @@ class Runner:
             raise StartError(
                 f"--metrics-address/--metrics-port {where}: cannot listen: {exc.strerror or _one_line(exc)}"
             ) from None
-        self.daemon.start(cancel=self.stop_event)
+        try:
+            self.daemon.start(cancel=self.stop_event)
+        finally:
+            self.http.serve_now()
         if self.stop_event.is_set():
             return
         if self.labeler is not None:

@@ -7,7 +7,6 @@ backend's own annotations. CDI modes replace device nodes and mounts by names in
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 
@@ -27,6 +26,8 @@ def annotation_key(pool_name: str) -> str:
     """
     name = f"{ANNOTATION_PLUGIN}_{_NOT_KEY.sub('-', pool_name)}"
     if len(name) > _MAX_ANNOTATION_NAME:
+        import hashlib  # here: loading OpenSSL costs a start ~2.5 ms, and most pool names are short
+
         digest = hashlib.sha256(pool_name.encode()).hexdigest()[:8]
         name = f"{name[: _MAX_ANNOTATION_NAME - 9].rstrip('-_.')}-{digest}"
     return ANNOTATION_PREFIX + name

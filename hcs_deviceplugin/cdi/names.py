@@ -15,11 +15,14 @@ writes the spec, so the two cannot disagree.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.model import Unit
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.backend import Backend
 
 VENDOR_DOMAIN = "hcs.deckhouse.io"
 SPEC_FILE_PREFIX = "hcs-deviceplugin-"
@@ -39,6 +42,8 @@ def device_name(hardware_id: str) -> str:
     """The CDI device name of a card or partition id (see the module docstring)."""
     if is_device_name(hardware_id):
         return hardware_id
+    import hashlib  # here: loading OpenSSL costs a start ~2.5 ms, and most ids are names already
+
     digest = hashlib.sha256(hardware_id.encode()).hexdigest()[:8]
     cleaned = _EDGES.sub("", _NOT_NAME.sub("-", hardware_id))
     return f"{cleaned}-{digest}" if cleaned else f"id-{digest}"
@@ -68,6 +73,17 @@ def backend_kinds(classes: Mapping[str, str]) -> dict[str, str]:
         claimed[wanted] = backend
         kinds[backend] = cdi_kind(wanted)
     return kinds
+
+
+def device_class(backend: Backend) -> str:
+    """The class a backend asks for (optional attribute ``cdi_class``), else its name."""
+    wanted = getattr(backend, "cdi_class", None)
+    return wanted if isinstance(wanted, str) and wanted else backend.name
+
+
+def kinds_of(backends: Mapping[str, Backend]) -> dict[str, str]:
+    """backend name → kind, from each backend's class (see :func:`backend_kinds`)."""
+    return backend_kinds({name: device_class(b) for name, b in backends.items()})
 
 
 def qualified_name(kind: str, name: str) -> str:

@@ -23,21 +23,11 @@ from pathlib import Path
 from hcs_deviceplugin.backend import Backend
 from hcs_deviceplugin.cdi.files import SpecDirectory
 from hcs_deviceplugin.cdi.hostnodes import read_facts
-from hcs_deviceplugin.cdi.names import backend_kinds, device_name, qualified_name
+from hcs_deviceplugin.cdi.names import device_name, kinds_of, qualified_name
 from hcs_deviceplugin.cdi.spec import JsonObject, build_spec
 from hcs_deviceplugin.model import Card, ContainerEdits, Inventory, Partition, Unit
 
 log = logging.getLogger(__name__)
-
-
-def device_class(backend: Backend) -> str:
-    """The class a backend asks for (optional attribute ``cdi_class``), else its name."""
-    wanted = getattr(backend, "cdi_class", None)
-    return wanted if isinstance(wanted, str) and wanted else backend.name
-
-
-def kinds_of(backends: Mapping[str, Backend]) -> dict[str, str]:
-    return backend_kinds({name: device_class(b) for name, b in backends.items()})
 
 
 def spec_edits(backend: Backend, unit: Unit) -> ContainerEdits:

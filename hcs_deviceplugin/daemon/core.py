@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import Backend, close_backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.cdi.delivery import deliver
-from hcs_deviceplugin.cdi.names import unit_names
-from hcs_deviceplugin.cdi.publisher import CdiPublisher, kinds_of
+from hcs_deviceplugin.cdi.names import kinds_of, unit_names
 from hcs_deviceplugin.daemon.applier import ApplyJob, ServerApplier
 from hcs_deviceplugin.daemon.events import Event, HeldListed, PoolsChanged, Recompute, Stop
 from hcs_deviceplugin.daemon.state import NodeState, Transition, fold, start_layouts
@@ -74,6 +73,7 @@ from hcs_deviceplugin.reconciler import (
 from hcs_deviceplugin.restartstate import RestartStateStore, restart_holds
 
 if TYPE_CHECKING:
+    from hcs_deviceplugin.cdi.publisher import CdiPublisher
     from hcs_deviceplugin.dra.devices import DraDevice
     from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
 
@@ -140,11 +140,12 @@ class Daemon:
         """Card → the sharing mode it is served under, for cards served since this process started."""
         self._supervisor = BackendSupervisor(self._backends, self._post, config.backend_retry)
         self._cdi_kinds = kinds_of(self._backends)
-        self.cdi = (
-            CdiPublisher(config.cdi_dir, self._backends, config.host_root_of)
-            if config.cdi_dir is not None
-            else None
-        )
+        self.cdi: CdiPublisher | None = None
+        if config.cdi_dir is not None:
+            # Imported here: a daemon without --cdi-dir never loads the spec writer.
+            from hcs_deviceplugin.cdi.publisher import CdiPublisher
+
+            self.cdi = CdiPublisher(config.cdi_dir, self._backends, config.host_root_of)
         self.dra: DraFrontEnd | None = None
         """The DRA front end (``api: dra`` pools), when the daemon runs one."""
         if dra is not None:
@@ -311,6 +312,30 @@ class Daemon:
                 raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, min(remaining, 0.5))  # type: ignore[misc]
+
+    def wait_streaming(self, timeout: float) -> bool:
+        """Block until every pool served now has registered with kubelet and kubelet reads its
+        ListAndWatch stream: True; False once the daemon stops or ``timeout`` passes (a pool that
+        cannot register waits it out).
+
+        For work that should come after "registered and streaming" without delaying it (``run``
+        builds its HTTP server then). Servers report registrations and streams through
+        :meth:`_notify`, so this sleeps on the generation like :meth:`wait_for`, without views.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                seen = self._generation
+            if self._stop.is_set():
+                return False
+            servers = list(self.applier.servers.values())
+            if all(s.registered and s.status().open_streams > 0 for s in servers):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._changed:
+                self._changed.wait_for(lambda seen=seen: self._generation != seen, remaining)  # type: ignore[misc]
 
     def thread_liveness(self) -> dict[str, bool]:
         """Thread name → alive, for every long-lived thread the daemon started (read by /healthz)."""

@@ -37,7 +37,7 @@ InterceptorsFor = Callable[[str], Sequence[Interceptor]]
 PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class DaemonConfig:
     """Where the daemon talks to kubelet, what node it is on, and its timings.
 

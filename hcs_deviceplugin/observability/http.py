@@ -21,11 +21,9 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
-
-from waitress import wasyncore
-from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from hcs_deviceplugin.daemon import Daemon
 from hcs_deviceplugin.model import LinkMatrix
@@ -41,6 +39,7 @@ from hcs_deviceplugin.observability.report import build_report
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
+    from waitress.server import BaseWSGIServer, MultiSocketServer
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +61,10 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024
 LOOP_TIMEOUT = 1.0
 """Seconds one event-loop wait may last; stop() also wakes it at once."""
+DEFER_LIMIT = 0.5
+"""Seconds at most that ``run`` keeps the server unbuilt (``start(defer=DEFER_LIMIT)``) while its
+pools do not stream to kubelet: a probe that connects meanwhile waits in the listen backlog, well inside
+kubelet's default 1-second probe timeout, even when the start is long (another instance's lock)."""
 
 ReportAccess = Literal["local", "any", "off"]
 REPORT_ACCESS: tuple[ReportAccess, ...] = ("local", "any", "off")
@@ -135,7 +138,13 @@ class ObservabilityServer:
         self._server: BaseWSGIServer | MultiSocketServer | None = None
         self._port = port
         self._stopping = threading.Event()
+        self._go = threading.Event()
+        self._server_lock = threading.Lock()
+        self._building = False
+        self._socket_map: dict[int, Any] = {}
         self._thread: threading.Thread | None = None
+        self._defer = 0.0
+        self._ready: Callable[[float], object] | None = None
         if not metrics.bound:
             metrics.bind(daemon.view)
 
@@ -149,9 +158,16 @@ class ObservabilityServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self) -> None:
-        """Bind and serve on a background thread; raises OSError if the port is taken."""
-        if self._server is not None:
+    def start(self, defer: float = 0.0, ready: Callable[[float], object] | None = None) -> None:
+        """Bind now (OSError if the port is taken) and serve on a background thread.
+
+        Building the server loads waitress (some 8 ms of imports and address lookups). With
+        ``defer`` (seconds) the server thread does that once :meth:`serve_now` is called and then
+        ``ready(seconds left)`` has returned, or ``defer`` has passed, so that ``run`` registers its
+        pools first; the port is bound all along, so a probe that comes early is answered late,
+        never refused.
+        """
+        if self._thread is not None:
             return
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server(
@@ -161,10 +177,67 @@ class ObservabilityServer:
             dualstack_ipv6=self.host == "::" and socket.has_dualstack_ipv6(),
         )
         self._port = int(listener.getsockname()[1])
-        socket_map: dict[int, Any] = {}
-        self._server = create_server(
+        # Fresh per start: a thread left building by an earlier stop() keeps its own.
+        self._stopping, self._go, self._socket_map = threading.Event(), threading.Event(), {}
+        self._defer = defer
+        self._ready = ready
+        if defer <= 0:
+            self._go.set()
+            try:
+                self._server = self._build(listener)
+            except BaseException:
+                listener.close()
+                raise
+        self._thread = threading.Thread(
+            target=self._serve,
+            args=(listener, self._stopping, self._go, self._socket_map),
+            name="observability-http",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info(
+            "observability endpoints on %s (/metrics /healthz /readyz; /report: %s)",
+            self.url,
+            self.report_access,
+            extra={"address": self.host, "port": self.port, "report_access": self.report_access},
+        )
+
+    def serve_now(self) -> None:
+        """End a deferred start's wait: the server thread builds the server and answers from now on."""
+        self._go.set()
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection, end the worker threads; idempotent.
+
+        A deferred server that its thread is building right now (``run`` stopped just after its
+        pools began streaming) is not waited for: the thread closes it as soon as it is built, and
+        a SIGTERM is not held up by waitress's imports.
+        """
+        thread = self._thread
+        self._thread = None
+        if thread is None:
+            return
+        self._stopping.set()
+        self._go.set()
+        with self._server_lock:
+            server, building = self._server, self._building
+        if building:
+            return
+        if server is not None:
+            from waitress.server import BaseWSGIServer  # loaded: ``server`` is one
+
+            if isinstance(server, BaseWSGIServer):
+                server.pull_trigger()  # wake the event loop now rather than at its next timeout
+        thread.join(timeout=5)
+
+    def _build(
+        self, listener: socket.socket, socket_map: dict[int, Any] | None = None
+    ) -> BaseWSGIServer | MultiSocketServer:
+        from waitress.server import create_server  # here: ``run`` registers its pools before this
+
+        return create_server(
             self.wsgi,
-            map=socket_map,
+            map=self._socket_map if socket_map is None else socket_map,
             sockets=[listener],
             threads=self._threads,
             channel_timeout=self._idle_timeout,
@@ -175,41 +248,56 @@ class ObservabilityServer:
             ident="hcs-deviceplugin",
             asyncore_use_poll=True,
         )
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._serve, args=(self._server, socket_map), name="observability-http", daemon=True
-        )
-        self._thread.start()
-        log.info(
-            "observability endpoints on %s (/metrics /healthz /readyz; /report: %s)",
-            self.url,
-            self.report_access,
-            extra={"address": self.host, "port": self.port, "report_access": self.report_access},
-        )
 
-    def stop(self) -> None:
-        """Stop accepting, close every connection, end the worker threads; idempotent."""
-        server, thread = self._server, self._thread
-        self._server = None
-        self._thread = None
-        if server is None:
+    def _serve(
+        self,
+        listener: socket.socket,
+        stopping: threading.Event,
+        go: threading.Event,
+        socket_map: dict[int, Any],
+    ) -> None:
+        """The server thread: build the server if :meth:`start` deferred it, then run its event
+        loop; everything it owns is closed on this thread too."""
+        deadline = time.monotonic() + self._defer
+        go.wait(self._defer)
+        if self._ready is not None and not stopping.is_set():
+            try:
+                self._ready(max(0.0, deadline - time.monotonic()))
+            except Exception:  # the probes matter more than the wait: serve anyway
+                log.exception("waiting to build the observability HTTP server failed")
+        with self._server_lock:
+            server = self._server
+            stopped = server is None and stopping.is_set()
+            self._building = server is None and not stopped
+        if stopped:
+            listener.close()
             return
-        self._stopping.set()
-        if isinstance(server, BaseWSGIServer):
-            server.pull_trigger()  # wake the event loop now rather than at its next timeout
-        if thread is not None:
-            thread.join(timeout=5)
+        if server is None:
+            try:
+                server = self._build(listener, socket_map)
+            except Exception:
+                log.exception("observability HTTP server could not be built")
+                listener.close()
+                with self._server_lock:
+                    self._building = False
+                return
+            with self._server_lock:
+                self._building = False
+                if not stopping.is_set():
+                    self._server = server
+        from waitress import wasyncore
 
-    def _serve(self, server: BaseWSGIServer | MultiSocketServer, socket_map: dict[int, Any]) -> None:
-        """The event loop, on its own thread; everything it owns is closed on this thread too."""
         try:
-            while not self._stopping.is_set():
+            while not stopping.is_set():
                 wasyncore.loop(timeout=LOOP_TIMEOUT, use_poll=True, map=socket_map, count=1)
         except Exception:
             log.exception("observability HTTP loop failed")
         finally:
             server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
             wasyncore.close_all(socket_map)
+            with self._server_lock:
+                if self._server is server:
+                    self._server = None
 
     # -- endpoint bodies, also usable without HTTP ---------------------------------------------
 

@@ -8,7 +8,6 @@ finds the next problem.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -75,6 +74,8 @@ def check_keys(mapping: Mapping[object, object], allowed: Sequence[str], path: s
         if len(key) > MAX_SHOWN_CHARS:  # no near miss, and not worth quoting whole
             report.add(child(path, shorten(key)), f"unknown key; allowed: {', '.join(allowed)}")
             continue
+        import difflib  # here: only a document with an unknown key needs a near miss
+
         guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         if not guess:
             guess = [k for k in allowed if k.lower() == key.lower()]

@@ -1,11 +1,13 @@
 """What ``hcs-deviceplugin run`` loads before it knows it needs it: every module costs start-up CPU
 and resident memory on every node. DRA (its gRPC servers and protos), jsonschema (a test and chart
 tool), the Kubernetes client (only with an API source), grpcio (pools and DRA are served by
-``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon) and the protobuf
-runtime (the daemon's messages are the generated ``api_wire`` codecs) stay out of a plain run's
-imports; so do python-json-logger (only with ``--log-format json``) and the DKP pool parsers (only
-when a ConfigMap in a DKP format arrives: recognising one needs only
-:mod:`hcs_deviceplugin.pools.shapes`)."""
+``hcs_deviceplugin.rpc``; grpcio only by the kubelet simulator, never the daemon), h2 (HTTP/2 is
+``rpc.http2``'s) and the protobuf runtime (the daemon's messages are the generated ``api_wire``
+codecs) stay out of a plain run's imports; so do python-json-logger (only with ``--log-format
+json``), the DKP pool parsers (only when a ConfigMap in a DKP format arrives: recognising one needs
+only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
+stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
+``--cdi-dir``, as it has by default) and difflib (near misses, for a document with an unknown key)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.pools.allowlist",
     "hcs_deviceplugin.pools.dkp",
     "hcs_deviceplugin.pools.nodegroup",
+    "waitress",
+    "hcs_deviceplugin.cdi.publisher",
+    "difflib",
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hcs_deviceplugin.cdi.publisher import kinds_of
+from hcs_deviceplugin.cdi.names import kinds_of
 from hcs_deviceplugin.dra.devices import DraDevice, slice_devices
 from hcs_deviceplugin.dra.resourceslice import build_slices
 from hcs_deviceplugin.model import DeviceSelector, Pool, PoolApi, PoolSet, UnitKind

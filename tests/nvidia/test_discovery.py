@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from hcs_deviceplugin.model import Health, Link, LinkKind, inventory_id
+from hcs_deviceplugin.model import Health, Inventory, Link, LinkKind, inventory_id
 from tests.nvidia.conftest import Harness
+from tests.waiting import WAIT
 from vendors.nvidia.fake.node import (
     DGX_BUSES,
     H100_MEMORY,
@@ -212,6 +215,57 @@ def test_library_failing_keeps_cards_unhealthy(nvidia: Harness) -> None:
     assert [c.health for c in inventory.cards] == [Health.UNHEALTHY, Health.UNHEALTHY]
     node.control.heal()
     assert [c.health for c in backend.discover().cards] == [Health.HEALTHY, Health.HEALTHY]
+
+
+def test_a_node_without_mig_never_reads_the_mig_minors(nvidia: Harness) -> None:
+    """The driver lists ~1,100 minors on an 8-GPU node; only MIG devices need them. Here the file
+    is a FIFO that nobody writes, so reading it would block discovery."""
+    node = nvidia.node(dgx_h100_node())
+    backend = nvidia.backend(node)
+    minors = node.host_root / "proc/driver/nvidia-caps/mig-minors"
+    minors.unlink()
+    os.mkfifo(minors)
+    found: list[Inventory] = []
+    thread = threading.Thread(target=lambda: found.append(backend.discover()), daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    blocked = thread.is_alive()
+    if blocked:  # it is reading the FIFO: give it an end of file, so the thread ends
+        os.close(os.open(minors, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(WAIT)
+    assert not blocked, "discovery opened the mig-minors FIFO"
+    assert [c.id for c in found[0].cards] == [gpu_uuid("dgx", i) for i in range(8)]
+
+
+def test_a_mig_node_reads_the_mig_minors_once(nvidia: Harness) -> None:
+    """The other side: the minors reach MIG devices, from one read of the file however many MIG
+    cards there are (a FIFO gives its text once)."""
+    node = nvidia.node(mig_node())
+    backend = nvidia.backend(node)
+    expected = backend.discover().partitions
+    minors = node.host_root / "proc/driver/nvidia-caps/mig-minors"
+    text = minors.read_bytes()
+    minors.unlink()
+    os.mkfifo(minors)
+
+    def write_once() -> None:
+        with open(minors, "wb") as fifo:  # opens once discovery opens it to read
+            fifo.write(text)
+
+    found: list[Inventory] = []
+    writer = threading.Thread(target=write_once, daemon=True)
+    discovery = threading.Thread(target=lambda: found.append(backend.discover()), daemon=True)
+    writer.start()
+    discovery.start()
+    discovery.join(WAIT)
+    writer.join(WAIT)
+    if writer.is_alive():  # discovery never opened the FIFO: let the writer's open return
+        os.close(os.open(minors, os.O_RDONLY | os.O_NONBLOCK))
+    if discovery.is_alive():  # discovery opened it a second time: give that read an end of file
+        os.close(os.open(minors, os.O_WRONLY | os.O_NONBLOCK))
+    assert found, "discovery read the mig-minors more than once"
+    assert found[0].partitions == expected
+    assert any("capGpuInstance" in p.attributes for p in expected)
 
 
 def test_mig_minors_as_the_driver_lists_them() -> None:

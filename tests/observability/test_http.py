@@ -248,3 +248,132 @@ def test_idle_connections_hold_no_thread_and_are_closed(busy: Busy) -> None:
             conn.close()
         server.stop()
     assert not [t for t in started if t.is_alive()], "stop ends the loop and the workers"
+
+
+def _server_threads(before: set[threading.Thread]) -> set[str]:
+    return {t.name for t in threading.enumerate() if t not in before and t.name != "hcs-liveness-probe"}
+
+
+def test_a_deferred_server_holds_an_early_probe_until_serve_now(busy: Busy) -> None:
+    """``run`` binds the port before its pools are served and builds waitress after: a probe that
+    connects in between is answered once the server is built, not refused."""
+    before = set(threading.enumerate())
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as probe:
+            probe.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert _server_threads(before) == {"observability-http"}, "no waitress workers yet"
+            server.serve_now()
+            answer = b""
+            while chunk := probe.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200 ") and answer.endswith(b"ok\n")
+        assert len(_server_threads(before)) == THREADS + 1, "the event loop and the worker pool"
+    finally:
+        server.stop()
+    assert _server_threads(before) == set(), "stop ends the loop and the workers"
+
+
+def test_a_deferred_server_serves_after_its_limit_without_serve_now(busy: Busy) -> None:
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=0.05)
+    try:
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
+
+
+def test_stopping_a_deferred_server_never_builds_it_and_frees_the_port(busy: Busy) -> None:
+    before = set(threading.enumerate())
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    port = server.port
+    server.stop()
+    assert _server_threads(before) == set(), "the waiting thread ended at once, nothing was built"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()
+
+
+def test_a_deferred_server_is_built_once_ready_returns_with_the_time_left(busy: Busy) -> None:
+    """``run`` passes ``ready=daemon.wait_streaming``: after serve_now the server thread waits for
+    it (with what is left of ``defer``) and only then builds waitress."""
+    before = set(threading.enumerate())
+    asked: list[float] = []
+    called, release = threading.Event(), threading.Event()
+
+    def ready(timeout: float) -> bool:
+        asked.append(timeout)
+        called.set()
+        return release.wait(WAIT)
+
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT, ready=ready)
+    try:
+        server.serve_now()
+        assert called.wait(WAIT)
+        assert 0 < asked[0] <= WAIT
+        assert _server_threads(before) == {"observability-http"}, "nothing built while ready waits"
+        release.set()
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        release.set()
+        server.stop()
+    assert _server_threads(before) == set()
+
+
+def test_a_ready_that_fails_does_not_keep_the_probes_unserved(busy: Busy) -> None:
+    def ready(_timeout: float) -> bool:
+        raise RuntimeError("the daemon went away")
+
+    server = ObservabilityServer(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT, ready=ready)
+    try:
+        server.serve_now()
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=WAIT) as response:
+            assert response.status == 200
+    finally:
+        server.stop()
+
+
+class _SlowBuild(ObservabilityServer):
+    """The real server, whose build (waitress's imports, on a loaded node) takes until released."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.building = threading.Event()
+        self.release = threading.Event()
+
+    def _build(self, listener: socket.socket, socket_map: dict[int, Any] | None = None) -> Any:
+        self.building.set()
+        self.release.wait(WAIT)
+        return super()._build(listener, socket_map)
+
+
+def test_stop_does_not_wait_for_a_deferred_build_and_the_build_then_closes_itself(busy: Busy) -> None:
+    """SIGTERM just after the pools began streaming: stop returns without waiting for waitress's
+    imports; the server thread closes what it built as soon as the build is done."""
+    before = set(threading.enumerate())
+    server = _SlowBuild(busy.obs.daemon, Metrics(), host="127.0.0.1", port=0)
+    server.start(defer=WAIT)
+    port = server.port
+    server.serve_now()
+    assert server.building.wait(WAIT)
+    (thread,) = [t for t in threading.enumerate() if t.name == "observability-http" and t not in before]
+    stopped = threading.Event()
+
+    def stop() -> None:
+        server.stop()
+        stopped.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    # Well below the 5 s that stop() would spend joining a thread it waited for.
+    assert stopped.wait(2.0), "stop waited for the build"
+    assert thread.is_alive(), "the build is still going"
+    server.release.set()
+    thread.join(WAIT)
+    assert _server_threads(before) == set(), "the built server and its workers are gone"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT).close()

@@ -7,6 +7,8 @@ import io
 import json
 import logging
 import sys
+import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,3 +162,45 @@ def test_the_running_daemon_attributes_devices_and_logs_its_start_and_stop(
 def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
     with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
         return parse_samples(response.read().decode())
+
+
+def test_a_runner_waiting_for_the_lock_answers_its_probes(tmp_path: Path) -> None:
+    """Its HTTP server is built once its pools have registered or DEFER_LIMIT has passed: a second
+    instance waiting for the plugin-dir lock (no pools yet) still answers /readyz, and says why."""
+    with fresh_node() as node:
+        node.write_pools(pool_doc(card_pool("a", H100[0])))
+
+        def settings(state: str) -> RunSettings:
+            return RunSettings(
+                plugin_dir=node.plugin_dir,
+                pools_dir=node.pools_dir,
+                host_root=node.root,
+                vendors=("simulated",),
+                node_name="node-1",
+                pod_resources_socket=node.root / "pr.sock",
+                pod_resources_interval=0.1,
+                state_dir=tmp_path / state,
+                metrics_address="127.0.0.1",
+                metrics_port=0,
+            )
+
+        first = Runner(settings("first"))
+        node.daemon = first.daemon
+        first.start()
+        second = Runner(settings("second"))
+        starting = threading.Thread(target=second.start, daemon=True)
+        starting.start()
+        try:
+            node.wait_registered("a")
+            second.daemon.wait_for(lambda v: "waiting for the lock" in v.waiting_for, WAIT, "the lock wait")
+            try:
+                with urllib.request.urlopen(second.http.url + "/readyz", timeout=WAIT) as response:
+                    status, body = response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                status, body = exc.code, exc.read().decode()
+            assert status == 503 and "waiting for the lock" in body, body
+        finally:
+            second.stop("test over")
+            starting.join(WAIT)
+            first.stop("test over")
+        assert not starting.is_alive()

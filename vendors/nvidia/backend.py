@@ -88,7 +88,7 @@ def _number(options: Mapping[str, str], key: str, default: float) -> float:
         raise ValueError(f"nvidia option {key} must be a number, not {options[key]!r}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class NvidiaSettings:
     """The backend's options (``--backend-option nvidia.<key>=<value>``), parsed and checked."""
 

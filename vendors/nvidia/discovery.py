@@ -9,7 +9,7 @@ it while it is broken. Optional facts (NUMA node, compute capability, MIG, NVLin
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -103,10 +103,15 @@ def read_card(
     )
 
 
-def read_partitions(card: Card, handle: nvml.Device, minors: hostfs.MigMinors) -> list[Partition]:
-    """The card's MIG devices (sparse slots skipped); a device that fails to read is logged and left out."""
+def read_partitions(
+    card: Card, handle: nvml.Device, mig_minors: Callable[[], hostfs.MigMinors]
+) -> list[Partition]:
+    """The card's MIG devices (sparse slots skipped); a device that fails to read is logged and left out.
+
+    ``mig_minors`` is called only for a card in MIG mode (see :func:`_mig_minors_once`)."""
     if card.attributes.get(attr.MIG_MODE) != "enabled":
         return []
+    minors = mig_minors()
     try:
         slots = nvml.max_mig_device_count(handle)
     except nvml.NvmlError as err:
@@ -171,6 +176,23 @@ def _stale(previous: Inventory | None, position: int, reason: str) -> tuple[list
     return [], []
 
 
+def _mig_minors_once(host_root: Path) -> Callable[[], hostfs.MigMinors]:
+    """The driver's MIG capability minors, read on the first call only.
+
+    Only a card in MIG mode needs them, and the driver lists every possible GPU and compute instance
+    (about 1,100 lines on an 8-GPU node): parsing them took about half of a first discovery, which
+    is on the way to registering with kubelet, on nodes that have no MIG at all.
+    """
+    read: list[hostfs.MigMinors] = []
+
+    def minors() -> hostfs.MigMinors:
+        if not read:
+            read.append(hostfs.read_mig_minors(host_root))
+        return read[0]
+
+    return minors
+
+
 def discover(host_root: Path, previous: Inventory | None = None) -> Inventory:
     """All cards, MIG devices and links NVML reports now. Raises NvmlError only if NVML itself fails."""
     try:
@@ -180,7 +202,7 @@ def discover(host_root: Path, previous: Inventory | None = None) -> Inventory:
             raise
         driver = ""
     count = nvml.device_count()
-    minors = hostfs.read_mig_minors(host_root)
+    minors = _mig_minors_once(host_root)
     control = hostfs.present_control_devices(host_root)
     cards: list[Card] = []
     partitions: list[Partition] = []

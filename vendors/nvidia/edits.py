@@ -23,7 +23,6 @@ Options (pool options override the backend's defaults):
 from __future__ import annotations
 
 import posixpath
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,7 +34,9 @@ VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
 LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 ID_STRATEGIES = ("uuid", "index")
 MIG_STRATEGIES = ("none", "single", "mixed")
-_CDI_ANNOTATION_NAMESPACE = uuid.UUID("7b0a4e1d-51f2-4a5e-8c0d-6f6b1c3e9a10")
+_CDI_ANNOTATION_NAMESPACE = "7b0a4e1d-51f2-4a5e-8c0d-6f6b1c3e9a10"
+"""The UUID namespace of the ``cdi-annotations`` key; ``uuid`` is imported by the one call that
+needs it, so a start (which never allocates) does not load it."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,10 @@ def container_edits(
         ]
     cdi_names = [f"{options.cdi_kind}={i}" for i in ids]
     if "cdi-annotations" in options.list_strategies and cdi_names:
-        key = f"nvidia-device-plugin_{uuid.uuid5(_CDI_ANNOTATION_NAMESPACE, ','.join(cdi_names))}"
+        import uuid
+
+        namespace = uuid.UUID(_CDI_ANNOTATION_NAMESPACE)
+        key = f"nvidia-device-plugin_{uuid.uuid5(namespace, ','.join(cdi_names))}"
         annotations[options.cdi_annotation_prefix + key] = ",".join(cdi_names)
     if "cdi-cri" in options.list_strategies:
         cdi_devices = tuple(cdi_names)

@@ -121,7 +121,7 @@ class RecoveryTracker:
         return max(0.0, min(e.probe_at for e in self.bad.values()) - now)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class HealthSettings:
     policy: XidPolicy = field(default_factory=XidPolicy)
     recovery_seconds: float = 60.0  # negative: never recover (upstream behaviour)

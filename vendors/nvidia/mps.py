@@ -78,7 +78,7 @@ class MpsClient:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class MpsSettings:
     """``mpsControl`` (the tool; default: ``PATH``, then the driver's bin folders under the host root),
     ``mpsRoot`` (host path), ``mpsCheckSeconds`` (1), ``mpsRetrySeconds`` (5)."""

@@ -296,7 +296,7 @@ def nvlink_remote_type(device: Device, link: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class DeviceAttributes:
     """``nvmlDeviceAttributes_t`` of a MIG device: its slices, SMs and memory."""
 
@@ -330,7 +330,7 @@ class ComputeInstanceProfile:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class InstanceInfo:
     """``nvmlGpuInstanceInfo_t`` / ``nvmlComputeInstanceInfo_t``: id, profile id and placement."""
 
@@ -475,7 +475,7 @@ def destroy_compute_instance(ci: ComputeInstance) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class EventData:
     """``nvmlEventData_t``; ``device`` is the handle's address, comparable with :func:`address`."""
 

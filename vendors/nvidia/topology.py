@@ -49,7 +49,7 @@ def normalise_bus_id(bus_id: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class TopoCard:
     """A card as topology needs it: id, NVML handle, normalised PCI address."""
 
