@@ -183,6 +183,12 @@ class DevicePluginServicer:
                     seen, lambda: self._closed.is_set() or stream.ended.is_set() or not context.is_active()
                 )
                 if snapshot is None:
+                    final = self._state.snapshot
+                    if self._closed.is_set() and context.is_active() and final.units != last_sent:
+                        # Closed with a list not sent yet (a drain's empty one, when this thread
+                        # woke only after the close): it goes out before the stream ends.
+                        yield list_and_watch_response(final.units)
+                        self._state.note_delivered(final.version)
                     return
                 seen = snapshot.version
                 if snapshot.units == last_sent:

@@ -563,9 +563,9 @@ class _Connection:
             self._flush_locked()
 
     def busy(self) -> bool:
-        """A unary call is being answered or has output still queued."""
+        """A call is open here, or what was sent has not all left for the socket yet."""
         with self._lock:
-            return any(isinstance(c.method, Unary) for c in self._calls.values())
+            return bool(self._calls) or bool(self._unsent)
 
     def idle(self) -> bool:
         """No call is open here (nothing lost if the connection makes room for another).
@@ -715,10 +715,13 @@ class RpcServer:
                 self._all_closed.set()
 
     def stop(self, grace: float | None = None) -> threading.Event:
-        """Stop taking connections; with ``grace``, let unary calls in flight finish for that long.
+        """Stop taking connections; with ``grace``, let the calls in flight finish for that long.
 
-        Streams are cut at once either way (their owner ends them first when it wants a clean
-        end). Returns an event set once every connection is closed.
+        A stream's owner ends it first when it wants a clean end; the grace is what lets that end
+        (its last message and its status) reach the client: cutting the connection right behind
+        them makes grpcio's client drop a message it has received but not yet read. A stream still
+        running when the grace is over is cut, as every call is without one. Returns an event set
+        once every connection is closed.
         """
         self._stopped.set()
         self.workers.stop()

@@ -11,9 +11,12 @@ import pytest
 
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as wire
 from hcs_deviceplugin.model import ContainerEdits, Pool, Unit
 from hcs_deviceplugin.plugin.server import PluginServer
-from hcs_deviceplugin.plugin.state import Answer
+from hcs_deviceplugin.plugin.servicer import DevicePluginServicer
+from hcs_deviceplugin.plugin.state import Answer, PoolState
+from hcs_deviceplugin.rpc.calls import CallContext
 from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units
 from tests.waiting import wait_until
 
@@ -204,3 +207,15 @@ def test_a_refused_request_is_not_kept(counted: Counted) -> None:
         assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert counted.server.state.snapshot.answers == {}
     assert counted.holds == []
+
+
+def test_a_list_changed_just_before_the_close_still_goes_out_before_the_stream_ends() -> None:
+    """A drain advertises the empty list, then closes: the stream's thread may wake only after
+    the close, and must send the list rather than end without it."""
+    state = PoolState(pool(), units("u0", "u1"))
+    servicer = DevicePluginServicer(state, edits)
+    stream = servicer.ListAndWatch(wire.Empty(), CallContext("/v1beta1.DevicePlugin/ListAndWatch"))
+    assert len(next(stream).devices) == 2
+    state.update(pool(), ())
+    servicer.close()
+    assert [len(message.devices) for message in stream] == [0]

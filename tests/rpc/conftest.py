@@ -58,6 +58,7 @@ class Methods:
             "/t.T/Stream": ServerStream(bytes, self.stream),
             "/t.T/Forever": ServerStream(bytes, self.forever),
             "/t.T/Last": ServerStream(bytes, self.last),
+            "/t.T/Closing": ServerStream(bytes, self.closing),
         }
 
     def echo(self, request: bytes, context: CallContext) -> Raw:
@@ -86,6 +87,12 @@ class Methods:
         yield Raw(request)
         context.cancel()
         yield Raw(b"never sent")
+
+    def closing(self, request: bytes, context: CallContext) -> Iterator[Raw]:
+        """``first``, then (once released) ``last`` and a clean end: a stream its owner ends."""
+        yield Raw(b"first")
+        self.release.wait(WAIT)
+        yield Raw(b"last")
 
     def forever(self, request: bytes, context: CallContext) -> Iterator[Raw]:
         """Messages of ``request``'s size as fast as the transport takes them, until cancelled."""

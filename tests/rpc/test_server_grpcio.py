@@ -121,6 +121,22 @@ def test_stop_with_grace_lets_a_unary_call_in_flight_answer(server: RpcServer, m
         stopper.join(WAIT)
 
 
+def test_a_stream_ended_during_a_graceful_stop_reaches_the_client_whole(
+    server: RpcServer, methods: Methods
+) -> None:
+    """How a pool drains: its owner ends the stream, and the stop's grace lets the last list and
+    the status out before the connection is cut (grpcio drops a message a hang-up follows)."""
+    with grpc.insecure_channel(f"unix:{server.path}") as chan:
+        call = chan.unary_stream("/t.T/Closing", request_serializer=None, response_deserializer=None)
+        responses: Any = call(b"", timeout=WAIT)
+        assert next(responses) == b"first"
+        stopper = begin_graceful_stop(server)
+        methods.release.set()
+        assert list(responses) == [b"last"]
+        assert responses.code() == grpc.StatusCode.OK
+        stopper.join(WAIT)
+
+
 def test_stop_without_grace_cuts_calls_in_flight(server: RpcServer, methods: Methods) -> None:
     with grpc.insecure_channel(f"unix:{server.path}") as chan:
         future = unary(chan, "/t.T/Hold").future(b"held", timeout=WAIT)
