@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -96,7 +95,7 @@ class SpecDirectory:
                 return False
         except FileNotFoundError:
             pass
-        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             with os.fdopen(fd, "wb") as out:

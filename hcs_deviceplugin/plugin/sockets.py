@@ -9,7 +9,6 @@ so is a regular file or link squatting on our socket name. A directory there is 
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import socket
@@ -35,6 +34,8 @@ def socket_name_for(resource_name: str) -> str:
     """
     name = SOCKET_PREFIX + resource_name.replace("/", "_") + ".sock"
     if len(name) > 80:
+        import hashlib  # here: it loads OpenSSL, about 5 ms of a start that seldom needs it
+
         digest = hashlib.sha256(resource_name.encode()).hexdigest()[:16]
         name = f"{SOCKET_PREFIX}{resource_name.rsplit('/', 1)[-1][:50]}-{digest}.sock"
     return name

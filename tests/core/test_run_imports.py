@@ -130,3 +130,28 @@ def test_json_logs_and_a_dkp_configmap_load_what_they_need() -> None:
     loaded = loaded_by_run("json", ALLOWLIST)
     assert "pythonjsonlogger" in loaded and "hcs_deviceplugin.jsonlogs" in loaded
     assert "hcs_deviceplugin.pools.allowlist" in loaded
+
+
+START_PROBE = """
+import json, sys
+from hcs_deviceplugin import runner
+from hcs_deviceplugin.cdi import publisher
+from hcs_deviceplugin.observability import metrics
+from hcs_deviceplugin.plugin import sockets
+metrics.Metrics()
+sockets.socket_name_for("gpu.deckhouse.io/a")
+print(json.dumps(sorted(sys.modules)))
+"""
+
+NOT_AT_START = ("hashlib", "_hashlib", "secrets", "platform")
+"""OpenSSL's digests (about 5 ms) and platform (about 2 ms) are loaded by no module a default run
+starts with (the CDI writer, the metrics, the socket names); a long resource name loads hashlib."""
+
+
+def test_a_default_start_loads_neither_openssl_digests_nor_platform() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", START_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "hcs_deviceplugin.cdi.files" in loaded
+    assert sorted(loaded & set(NOT_AT_START)) == []
