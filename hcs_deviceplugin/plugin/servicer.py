@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocator import preferred_allocation
@@ -258,16 +258,15 @@ class DevicePluginServicer:
         self, request: pb.PreferredAllocationRequest, context: CallContext
     ) -> pb.PreferredAllocationResponse:
         snapshot = self._state.snapshot
-        by_id = {u.id: u for u in snapshot.units}
         answers = [
-            pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer(snapshot, req, by_id))
+            pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer(snapshot, req, snapshot.by_id))
             for req in request.container_requests
         ]
         return pb.PreferredAllocationResponse(container_responses=answers)
 
     @staticmethod
     def _prefer(
-        snapshot: Snapshot, req: pb.ContainerPreferredAllocationRequest, by_id: dict[str, Unit]
+        snapshot: Snapshot, req: pb.ContainerPreferredAllocationRequest, by_id: Mapping[str, Unit]
     ) -> list[str]:
         """The allocator's choice; on an allocator bug, kubelet's own order rather than a failed pod.
 
