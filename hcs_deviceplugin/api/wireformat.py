@@ -101,6 +101,32 @@ def read_string(data: bytes, pos: int, end: int) -> tuple[str, int]:
         raise DecodeError(f"string field at byte {pos} is not valid UTF-8: {exc.reason}") from exc
 
 
+def read_strings(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> int:
+    """A repeated string field's value at ``pos`` and every one right behind it under the same
+    one-byte ``tag`` (how every encoder writes a list), appended to ``out``; the position after.
+
+    One call per run of ids instead of a pass through the message's tag dispatch per id: kubelet's
+    GetPreferredAllocation on a 512-unit pool lists hundreds of them.
+    """
+    append = out.append
+    while True:
+        if pos < end and data[pos] < 0x80:
+            start = pos + 1
+            stop = start + data[pos]
+            if stop > end:
+                raise DecodeError(f"length {data[pos]} at byte {pos} runs past the end of the message")
+        else:
+            start, stop = read_length(data, pos, end)
+        try:
+            append(data[start:stop].decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"string field at byte {pos} is not valid UTF-8: {exc.reason}") from exc
+        pos = stop
+        if pos >= end or data[pos] != tag:
+            return pos
+        pos += 1
+
+
 def read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes, int]:
     start, stop = read_length(data, pos, end)
     return data[start:stop], stop

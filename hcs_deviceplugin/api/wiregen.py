@@ -280,7 +280,9 @@ def _read_field(field: Field, local: str) -> list[tuple[int, list[str]]]:
     if field.type in (TYPE_STRING, TYPE_BYTES):
         reader = "_w.read_string" if field.type == TYPE_STRING else "_w.read_bytes"
         variable = "text" if field.type == TYPE_STRING else "blob"
-        if field.repeated:
+        if field.repeated and field.type == TYPE_STRING:
+            lines = [f"pos = _w.read_strings(data, pos, end, {tag_value(field.number, 2)}, {local})"]
+        elif field.repeated:
             lines = [f"{variable}, pos = {reader}(data, pos, end)", f"{local}.append({variable})"]
         else:
             lines = [f"{local}, pos = {reader}(data, pos, end)"]

@@ -31,6 +31,16 @@ DECODES = [
         id="int32 keeps its low 32 bits (five-byte -1)",
     ),
     pytest.param(
+        dp.ContainerPreferredAllocationRequest,
+        b"\x0a\x01a\x0a\x00\x12\x01m\x0a\x01b\x18\x02\x0a\x80\x01" + b"c" * 128 + b"\x0a\x01d",
+        dp.ContainerPreferredAllocationRequest(
+            available_deviceIDs=["a", "", "b", "c" * 128, "d"],
+            must_include_deviceIDs=["m"],
+            allocation_size=2,
+        ),
+        id="runs of a repeated string broken by other fields, an empty and a two-byte length",
+    ),
+    pytest.param(
         dp.AllocateRequest,
         b"\x0a\x06\x0a\x01a\x0a\x01b",
         dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=["a", "b"])]),
@@ -121,6 +131,19 @@ MALFORMED = [
     pytest.param(dp.CDIDevice, b"\x11\x00\x00", "truncated fixed-width", id="truncated fixed64"),
     pytest.param(dp.CDIDevice, b"\x15\x00", "truncated fixed-width", id="truncated fixed32"),
     pytest.param(pr.PodResources, b"\x22\x03\x01\x02\x80", "truncated varint", id="packed, cut varint"),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x01a\x0a\x01\xff",
+        "not valid UTF-8",
+        id="bad utf-8 later in a run",
+    ),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x01a\x0a\x05ab",
+        "runs past the end",
+        id="run cut in its second id",
+    ),
+    pytest.param(dp.ContainerAllocateRequest, b"\x0a\x01a\x0a", "truncated varint", id="run ends on a tag"),
 ]
 
 

@@ -419,8 +419,7 @@ class PreStartContainerRequest:
             else:
                 tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
-                text, pos = _w.read_string(data, pos, end)
-                f1.append(text)
+                pos = _w.read_strings(data, pos, end, 10, f1)
             else:
                 pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
@@ -562,11 +561,9 @@ class ContainerPreferredAllocationRequest:
             else:
                 tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
-                text, pos = _w.read_string(data, pos, end)
-                f1.append(text)
+                pos = _w.read_strings(data, pos, end, 10, f1)
             elif tag == 18:
-                text, pos = _w.read_string(data, pos, end)
-                f2.append(text)
+                pos = _w.read_strings(data, pos, end, 18, f2)
             elif tag == 24:
                 number, pos = _w.read_varint(data, pos, end)
                 f3 = _w.as_int32(number)
@@ -662,8 +659,7 @@ class ContainerPreferredAllocationResponse:
             else:
                 tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
-                text, pos = _w.read_string(data, pos, end)
-                f1.append(text)
+                pos = _w.read_strings(data, pos, end, 10, f1)
             else:
                 pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)
@@ -754,8 +750,7 @@ class ContainerAllocateRequest:
             else:
                 tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
-                text, pos = _w.read_string(data, pos, end)
-                f1.append(text)
+                pos = _w.read_strings(data, pos, end, 10, f1)
             else:
                 pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)

@@ -274,15 +274,13 @@ class Device:
             else:
                 tag, pos = _w.read_tag(data, pos, end)
             if tag == 10:
-                text, pos = _w.read_string(data, pos, end)
-                f1.append(text)
+                pos = _w.read_strings(data, pos, end, 10, f1)
             elif tag == 18:
                 f2, pos = _w.read_string(data, pos, end)
             elif tag == 26:
                 f3, pos = _w.read_string(data, pos, end)
             elif tag == 34:
-                text, pos = _w.read_string(data, pos, end)
-                f4.append(text)
+                pos = _w.read_strings(data, pos, end, 34, f4)
             else:
                 pos = _w.skip_field(data, tag, pos, end)
         decoded = object.__new__(cls)

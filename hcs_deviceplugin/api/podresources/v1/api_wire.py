@@ -499,8 +499,7 @@ class ContainerDevices:
             if tag == 10:
                 f1, pos = _w.read_string(data, pos, end)
             elif tag == 18:
-                text, pos = _w.read_string(data, pos, end)
-                f2.append(text)
+                pos = _w.read_strings(data, pos, end, 18, f2)
             elif tag == 26:
                 start, pos = _w.read_length(data, pos, end)
                 f3_raw = data[start:pos] if f3_raw is None else f3_raw + data[start:pos]
