@@ -68,6 +68,10 @@ _CONNECTION_SPECIFIC = frozenset(
 )
 _REQUEST_PSEUDO = frozenset((b":method", b":scheme", b":path", b":authority"))
 _ILLEGAL_IN_VALUE = (b"\x00", b"\r", b"\n")
+_ONE_BYTE_INDEXED = bytes(range(0x81, 0xFF))
+"""Bytes that are each a whole indexed field (RFC 7541 §6.1, index 1-126): a block of only these
+changes no HPACK table."""
+INDEXED_BLOCKS_KEPT = 64
 
 
 class ConnectionFailed(Exception):
@@ -204,6 +208,10 @@ class Connection:
         self._table_size_update: int | None = None
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = MAX_HEADER_LIST_SIZE
+        self._indexed_blocks: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        """Decoded blocks that are only one-byte indexed fields (see :meth:`_decode`); the lists
+        are shared, so every reader of an event's fields only reads them."""
+        self._valid_fields: list[tuple[bytes, bytes]] | None = None
         self._block: bytearray | None = None
         """A header block awaiting CONTINUATION frames (its stream and flags below)."""
         self._block_stream = 0
@@ -471,7 +479,7 @@ class Connection:
         """A whole header block: decoded always (the decoder's table must follow the peer's), then
         taken as a new stream, or as trailers, or refused."""
         try:
-            fields = cast("list[tuple[bytes, bytes]]", self._decoder.decode(block, raw=True))
+            fields = self._decode(block)
         except hpack.exceptions.OversizedHeaderListError as exc:
             raise ConnectionFailed(ErrorCode.ENHANCE_YOUR_CALM, f"header list too large: {exc}") from exc
         except (hpack.exceptions.HPACKError, ValueError, IndexError) as exc:
@@ -499,6 +507,24 @@ class Connection:
             self._end_remote(stream_id, stream)
         events.append(HeadersReceived(stream_id, fields, end_stream))
 
+    def _decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The fields of ``block``, from :attr:`_indexed_blocks` when it holds only one-byte indexed
+        fields: such a block changes no table, so the same bytes mean the same fields until a block
+        that may change the table comes (then the record starts over). A client that repeats its
+        headers (kubelet, grpcio without a deadline) sends exactly such blocks after its first call,
+        and their decoding was most of reading a request."""
+        indexed_only = block and not block.translate(None, _ONE_BYTE_INDEXED)
+        if indexed_only:
+            known = self._indexed_blocks.get(block)
+            if known is not None:
+                return known
+        fields = cast("list[tuple[bytes, bytes]]", self._decoder.decode(block, raw=True))
+        if not indexed_only or len(self._indexed_blocks) >= INDEXED_BLOCKS_KEPT:
+            self._indexed_blocks.clear()
+        if indexed_only:
+            self._indexed_blocks[block] = fields
+        return fields
+
     def _open_inbound(
         self, stream_id: int, fields: list[tuple[bytes, bytes]], end_stream: bool, events: list[Event]
     ) -> None:
@@ -507,8 +533,10 @@ class Connection:
         self.highest_inbound_stream_id = stream_id
         if len(self._streams) >= self._max_streams:
             raise _StreamError(ErrorCode.REFUSED_STREAM)
-        if not _valid_request(fields):
-            raise _StreamError(ErrorCode.PROTOCOL_ERROR)
+        if fields is not self._valid_fields:  # the same decoded block as last time: valid then
+            if not _valid_request(fields):
+                raise _StreamError(ErrorCode.PROTOCOL_ERROR)
+            self._valid_fields = fields
         stream = _Stream(self._peer_initial_window)
         stream.headers_done = True
         stream.remote_closed = end_stream

@@ -451,3 +451,22 @@ def test_frame_header_round_trip() -> None:
         0,
         0x7FFF_FFFF,
     )
+
+
+def test_a_repeated_indexed_block_means_what_the_table_says_now() -> None:
+    """Blocks of one-byte indexed fields are decoded once and kept, until the table may change."""
+    encoder = hpack.Encoder()
+    pseudo = b"\x83\x86\x84"  # :method POST, :scheme http, :path / (static table)
+    conn = server()
+
+    def fields(stream_id: int, block: bytes) -> list[tuple[bytes, bytes]]:
+        (event,) = conn.receive(frame_bytes(0x1, 0x4 | 0x1, stream_id, block))
+        assert isinstance(event, HeadersReceived)
+        return event.fields[3:]
+
+    assert fields(1, pseudo + encoder.encode([(b"x-a", b"1")])) == [(b"x-a", b"1")]  # now entry 62
+    assert fields(3, pseudo + b"\xbe") == [(b"x-a", b"1")]
+    assert fields(5, pseudo + b"\xbe") == [(b"x-a", b"1")]  # from the record
+    assert fields(7, pseudo + encoder.encode([(b"x-b", b"2")])) == [(b"x-b", b"2")]  # x-b is 62 now
+    assert fields(9, pseudo + b"\xbe") == [(b"x-b", b"2")]
+    assert reset_code(conn, frame_bytes(0x1, 0x4 | 0x1, 11, b"\x83\x86\xbe"), 11) == ErrorCode.PROTOCOL_ERROR
