@@ -110,18 +110,8 @@ def read_strings(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> i
     """
     append = out.append
     while True:
-        if pos < end and data[pos] < 0x80:
-            start = pos + 1
-            stop = start + data[pos]
-            if stop > end:
-                raise DecodeError(f"length {data[pos]} at byte {pos} runs past the end of the message")
-        else:
-            start, stop = read_length(data, pos, end)
-        try:
-            append(data[start:stop].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise DecodeError(f"string field at byte {pos} is not valid UTF-8: {exc.reason}") from exc
-        pos = stop
+        text, pos = read_string(data, pos, end)
+        append(text)
         if pos >= end or data[pos] != tag:
             return pos
         pos += 1
