@@ -23,7 +23,7 @@ from hcs_deviceplugin.kubelet.registration import plugin_options
 from hcs_deviceplugin.model import ContainerEdits, Health, Pool, Unit
 from hcs_deviceplugin.plugin.convert import edits_to_response, list_and_watch_response
 from hcs_deviceplugin.plugin.state import Answer, PoolState, Snapshot
-from hcs_deviceplugin.rpc.calls import CallContext, Method, ServerStream, Unary
+from hcs_deviceplugin.rpc.calls import CallContext, Encoded, Method, ServerStream, Unary
 from hcs_deviceplugin.rpc.status import Code
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ MAX_STREAMS = 4
 """ListAndWatch streams one pool serves at once. Kubelet holds one; every open stream holds a thread,
 so beyond this the oldest stream is ended for the newest."""
 SERVICE = "/v1beta1.DevicePlugin/"
+_OPTIONS = Encoded(plugin_options().SerializeToString())
+"""GetDevicePluginOptions' answer, the same for every pool and call."""
 
 EditsFunction = Callable[[Pool, Sequence[Unit]], ContainerEdits]
 AllocateListener = Callable[[str, Sequence[str]], "Callable[[], None] | None"]
@@ -169,8 +171,8 @@ class DevicePluginServicer:
     def _pool(self) -> str:
         return self._state.snapshot.pool.name
 
-    def GetDevicePluginOptions(self, request: pb.Empty, context: CallContext) -> pb.DevicePluginOptions:
-        return plugin_options()
+    def GetDevicePluginOptions(self, request: pb.Empty, context: CallContext) -> Encoded:
+        return _OPTIONS
 
     def ListAndWatch(self, request: pb.Empty, context: CallContext) -> Iterator[pb.ListAndWatchResponse]:
         context.add_callback(self._state.wake_all)

@@ -23,6 +23,18 @@ class Message(Protocol):
     def SerializeToString(self) -> bytes: ...
 
 
+class Encoded:
+    """A response encoded once, sent as it is: a constant answer costs no encoding per call."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def SerializeToString(self) -> bytes:
+        return self._data
+
+
 _CALLBACKS = threading.Lock()
 """Guards every context's callbacks and cancel event: both are rare (a stream's), so one lock for all
 keeps a unary call from creating any synchronisation object of its own."""
