@@ -85,21 +85,25 @@ def short(seconds: float) -> str:
 
 
 def interleaved(calls: Sequence[Callable[[], object]], count: int) -> list[list[float]]:
-    """``count`` timings of each call, taken in turn (a, b, c, a, b, c, ...) after a warm-up.
+    """``count`` timings of each call, taken in turn (a, b, c, b, c, a, c, a, b, ...) after a warm-up.
 
     On a machine whose load changes from second to second, timing one call's samples after another's
     compares different moments; taking them in turn lets a ratio or a difference to the floor mean
-    what it says.
+    what it says. Each round starts one call further on, so that no call is always the one that
+    follows the loop's own bookkeeping (the floor, listed first, was measurably dearer for it).
     """
     for _ in range(min(100, count)):
         for call in calls:
             call()
     samples: list[list[float]] = [[] for _ in calls]
-    for _ in range(count):
-        for call, out in zip(calls, samples, strict=True):
+    order = list(range(len(calls)))
+    for round_number in range(count):
+        shift = round_number % len(calls)
+        for index in order[shift:] + order[:shift]:
+            call = calls[index]
             start = time.perf_counter()
             call()
-            out.append(time.perf_counter() - start)
+            samples[index].append(time.perf_counter() - start)
     return samples
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as dp
 from hcs_deviceplugin.api.dra.v1 import api_wire as dra
 from hcs_deviceplugin.api.podresources.v1 import api_wire as pr
@@ -39,6 +42,32 @@ DECODES = [
             allocation_size=2,
         ),
         id="runs of a repeated string broken by other fields, an empty and a two-byte length",
+    ),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x02ab\x0a\x02cd\x0a\x02ef\x0a\x01g\x0a\x02hi",
+        dp.ContainerAllocateRequest(devices_ids=["ab", "cd", "ef", "g", "hi"]),
+        id="a run of equal-length ids, then another length",
+    ),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x02ab\x0a\x02" + "é".encode() + b"\x0a\x02cd",
+        dp.ContainerAllocateRequest(devices_ids=["ab", "é", "cd"]),
+        id="equal-length run with a non-ascii id",
+    ),
+    pytest.param(
+        dp.ContainerPreferredAllocationRequest,
+        b"\x0a\x01a\x0a\x01b\x12\x01m\x0a\x01c\x0a\x01d\x18\x08",
+        dp.ContainerPreferredAllocationRequest(
+            available_deviceIDs=["a", "b", "c", "d"], must_include_deviceIDs=["m"], allocation_size=8
+        ),
+        id="equal-length runs split by other fields",
+    ),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x01\x0a\x0a\x01\x0a",
+        dp.ContainerAllocateRequest(devices_ids=["\n", "\n"]),
+        id="ids made of the tag byte",
     ),
     pytest.param(
         dp.AllocateRequest,
@@ -144,6 +173,18 @@ MALFORMED = [
         id="run cut in its second id",
     ),
     pytest.param(dp.ContainerAllocateRequest, b"\x0a\x01a\x0a", "truncated varint", id="run ends on a tag"),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x01a\x0a\x01b\x0a\x01",
+        "runs past the end",
+        id="run cut in its last id",
+    ),
+    pytest.param(
+        dp.ContainerAllocateRequest,
+        b"\x0a\x01a\x0a\x01\xff\x0a\x01c",
+        "not valid UTF-8",
+        id="bad byte in a run",
+    ),
 ]
 
 
@@ -193,3 +234,23 @@ def test_encodes(message: Any, raw: bytes) -> None:
 def test_what_the_wire_cannot_carry_is_an_encode_error(message: Any) -> None:
     with pytest.raises(EncodeError):
         message.SerializeToString()
+
+
+@given(
+    runs=st.lists(
+        st.tuples(st.integers(0, 130), st.integers(1, 6), st.sampled_from(["a", "é", "\n", "\x7f"])),
+        max_size=6,
+    ),
+    must=st.lists(st.text(max_size=3), max_size=2),
+)
+def test_runs_of_ids_decode_as_protobuf_does(runs: list[tuple[int, int, str]], must: list[str]) -> None:
+    """Runs of equal-length ids (the fast path) mixed with others, against upb's decoding."""
+    ids = [char * length for length, count, char in runs for _ in range(count)]
+    message = api_pb2.ContainerPreferredAllocationRequest(
+        available_deviceIDs=ids, must_include_deviceIDs=must, allocation_size=3
+    )
+    raw = message.SerializeToString()
+    ours = dp.ContainerPreferredAllocationRequest.FromString(raw)
+    assert ours.available_deviceIDs == ids
+    assert ours.must_include_deviceIDs == must
+    assert ours.allocation_size == 3
