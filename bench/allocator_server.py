@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from hcs_deviceplugin.allocation import Topology
+from hcs_deviceplugin.heap import settle
 from hcs_deviceplugin.model import ContainerEdits, Pool
 from hcs_deviceplugin.plugin.server import PluginServer
 from hcs_deviceplugin.plugin.sockets import socket_answers
@@ -39,6 +40,7 @@ def main(cards: int, slices: int, root: Path) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{server.socket_path} does not answer")
             time.sleep(0.01)
+        settle()  # as ``run`` does once its pools stream
         print(server.socket_path, flush=True)
         sys.stdin.read()
     finally:

@@ -444,6 +444,9 @@ def command_run(args: argparse.Namespace) -> int:
         runner.start()
     except StartError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
+    from hcs_deviceplugin.heap import settle_when
+
+    settle_when(runner.daemon.wait_streaming, runner.stop_event)  # this process is the daemon: its heap
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)
