@@ -577,12 +577,17 @@ class Connection:
             return
         if len(payload) % 6:
             raise ConnectionFailed(ErrorCode.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
+        initial_window = self._peer_initial_window
         for offset in range(0, len(payload), 6):
             key = int.from_bytes(payload[offset : offset + 2], "big")
             value = int.from_bytes(payload[offset + 2 : offset + 6], "big")
             self._setting(key, value)
         self._settings_seen = True
         self._out += frame_bytes(SETTINGS, FLAG_ACK, 0)
+        if self._peer_initial_window > initial_window:
+            # Every stream's window grew (RFC 9113 §6.9.2) with no WINDOW_UPDATE: grpc-go's BDP
+            # estimate raises windows this way, and a sender waiting for window must hear of it.
+            events.append(_WINDOW_OPENED)
         events.append(SettingsReceived())
 
     def _setting(self, key: int, value: int) -> None:

@@ -15,6 +15,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.settings
 import pytest
 
 from hcs_deviceplugin.api.podresources.v1 import api_pb2 as pr
@@ -422,3 +423,45 @@ def test_malformed_answers(
     with pytest.raises(RpcError) as caught:
         call(scripted(script), "/t.T/Echo", b"")
     assert caught.value.code is code
+
+
+def test_a_request_waiting_for_window_goes_on_when_settings_raise_it(sock_dir: Path) -> None:
+    """grpc-go's BDP estimate grows stream windows by a higher SETTINGS_INITIAL_WINDOW_SIZE, with
+    no stream WINDOW_UPDATE: a request stalled on its stream's window must resume on the SETTINGS
+    alone (here the connection's window is large from the start, as grpc-go's server makes it)."""
+    path = sock_dir / "bdp.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    request = bytes(range(256)) * 512  # 128 KiB: twice the default stream window
+
+    def serve() -> None:
+        sock, _ = listener.accept()
+        sock.settimeout(WAIT)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+        conn.initiate_connection()
+        conn.increment_flow_control_window(1 << 20)
+        received = 0
+        raised = False
+        with sock:
+            sock.sendall(conn.data_to_send())
+            while data := sock.recv(65536):
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.DataReceived):
+                        received += event.flow_controlled_length  # never acknowledged per stream
+                    if isinstance(event, h2.events.StreamEnded):
+                        conn.send_headers(event.stream_id, OK_HEADERS)
+                        conn.send_data(event.stream_id, frame(str(received).encode()))
+                        conn.send_headers(event.stream_id, [(b"grpc-status", b"0")], end_stream=True)
+                if received >= 65_535 and not raised:
+                    raised = True
+                    conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+                sock.sendall(conn.data_to_send())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert call(path, "/t.T/Echo", request, timeout=5.0) == str(len(frame(request))).encode()
+    finally:
+        listener.close()
+        thread.join(WAIT)

@@ -39,6 +39,7 @@ from hcs_deviceplugin.rpc.http2 import (
     HeadersReceived,
     StreamGone,
     StreamReset,
+    WindowOpened,
 )
 
 REQUEST = [
@@ -470,3 +471,15 @@ def test_a_repeated_indexed_block_means_what_the_table_says_now() -> None:
     assert fields(7, pseudo + encoder.encode([(b"x-b", b"2")])) == [(b"x-b", b"2")]  # x-b is 62 now
     assert fields(9, pseudo + b"\xbe") == [(b"x-b", b"2")]
     assert reset_code(conn, frame_bytes(0x1, 0x4 | 0x1, 11, b"\x83\x86\xbe"), 11) == ErrorCode.PROTOCOL_ERROR
+
+
+def test_a_higher_initial_window_is_a_window_opened_event() -> None:
+    """A sender waiting for window must hear of a SETTINGS that grows it (no WINDOW_UPDATE comes)."""
+    conn = server()
+    conn.receive(request(1))
+    conn.receive(settings_frame([(4, 0)]))
+    assert conn.send_window(1) == 0
+    events = conn.receive(settings_frame([(4, 1000)]))
+    assert conn.send_window(1) == 1000
+    assert WindowOpened in [type(e) for e in events]
+    assert WindowOpened not in [type(e) for e in conn.receive(settings_frame([(4, 500)]))]
