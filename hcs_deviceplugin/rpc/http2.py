@@ -20,6 +20,7 @@ connection carrying millions of calls keeps no state per call past its end.
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 import hpack
@@ -67,7 +68,10 @@ _CONNECTION_SPECIFIC = frozenset(
     (b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade")
 )
 _REQUEST_PSEUDO = frozenset((b":method", b":scheme", b":path", b":authority"))
-_ILLEGAL_IN_VALUE = (b"\x00", b"\r", b"\n")
+_FIELD_NAME = re.compile(rb":?[!#$%&'*+\-.^_`|~0-9a-z]+")
+"""A field name: token characters, lowercase (RFC 9110 §5.1, RFC 9113 §8.2.1), or a pseudo-field's."""
+_FIELD_VALUE = re.compile(rb"(?:[^\x00\r\n \t](?:[^\x00\r\n]*[^\x00\r\n \t])?)?")
+"""A field value: no NUL, CR or LF, and no space or tab at either end (RFC 9113 §8.2.1)."""
 _ONE_BYTE_INDEXED = bytes(range(0x81, 0xFF))
 """Bytes that are each a whole indexed field (RFC 7541 §6.1, index 1-126): a block of only these
 changes no HPACK table."""
@@ -646,8 +650,8 @@ class Connection:
     def _priority(self, stream_id: int, payload: bytes) -> None:
         if stream_id == 0:
             raise ConnectionFailed(ErrorCode.PROTOCOL_ERROR, "PRIORITY on stream 0")
-        if len(payload) != 5:
-            raise _StreamError(ErrorCode.FRAME_SIZE_ERROR)
+        if len(payload) != 5 and not self._idle(stream_id):  # a reset of an idle stream is itself
+            raise _StreamError(ErrorCode.FRAME_SIZE_ERROR)  # an error (§5.1): a bad one there is dropped
 
 
 def _unpad(flags: int, payload: bytes) -> bytes:
@@ -659,13 +663,14 @@ def _unpad(flags: int, payload: bytes) -> bytes:
 
 
 def _valid_request(fields: list[tuple[bytes, bytes]]) -> bool:
-    """RFC 9113 §8.2-8.3 for a request's header block: lowercase names, known pseudo-fields first
-    and once each (:method, :scheme and a non-empty :path present), no connection-specific field,
-    ``te`` only ``trailers``, no NUL/CR/LF in a name or value."""
+    """RFC 9113 §8.2-8.3 for a request's header block: names of lowercase token characters, known
+    pseudo-fields first and once each (:method, :scheme and a non-empty :path present), no
+    connection-specific field, ``te`` only ``trailers``, values without NUL/CR/LF or whitespace
+    at either end."""
     seen: set[bytes] = set()
     regular = False
     for name, value in fields:
-        if not name or name != name.lower() or any(c in name or c in value for c in _ILLEGAL_IN_VALUE):
+        if not _FIELD_NAME.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
             return False
         if name[0] == 0x3A:  # ':'
             if regular or name not in _REQUEST_PSEUDO or name in seen:
@@ -675,6 +680,6 @@ def _valid_request(fields: list[tuple[bytes, bytes]]) -> bool:
                 return False
         else:
             regular = True
-            if name in _CONNECTION_SPECIFIC or (name == b"te" and value != b"trailers") or b":" in name:
+            if name in _CONNECTION_SPECIFIC or (name == b"te" and value != b"trailers"):
                 return False
     return {b":method", b":scheme", b":path"} <= seen

@@ -201,6 +201,10 @@ def without(name: bytes) -> list[tuple[bytes, bytes]]:
         pytest.param([(b":status", b"200"), *REQUEST], ErrorCode.PROTOCOL_ERROR, id="response-pseudo"),
         pytest.param([(b":method", b"POST"), *REQUEST], ErrorCode.PROTOCOL_ERROR, id="duplicate-method"),
         pytest.param([*REQUEST, (b"x-bad", b"a\r\nb")], ErrorCode.PROTOCOL_ERROR, id="crlf-in-value"),
+        pytest.param([*REQUEST, (b"x bad", b"v")], ErrorCode.PROTOCOL_ERROR, id="space-in-name"),
+        pytest.param([*REQUEST, ("x-é".encode(), b"v")], ErrorCode.PROTOCOL_ERROR, id="non-ascii-name"),
+        pytest.param([*REQUEST, (b"x-bad", b" v")], ErrorCode.PROTOCOL_ERROR, id="leading-space-in-value"),
+        pytest.param([*REQUEST, (b"x-bad", b"v\t")], ErrorCode.PROTOCOL_ERROR, id="trailing-tab-in-value"),
     ],
 )
 def test_a_malformed_request_resets_only_its_stream(
@@ -483,3 +487,18 @@ def test_a_higher_initial_window_is_a_window_opened_event() -> None:
     assert conn.send_window(1) == 1000
     assert WindowOpened in [type(e) for e in events]
     assert WindowOpened not in [type(e) for e in conn.receive(settings_frame([(4, 500)]))]
+
+
+def test_inner_whitespace_and_any_bytes_in_values_are_fine() -> None:
+    conn = server()
+    fields = [*REQUEST, (b"user-agent", b"grpc-go/1.72.0 (linux)"), (b"x-bin", b"\xff\x01 \x7f")]
+    (event,) = conn.receive(request(1, fields))
+    assert isinstance(event, HeadersReceived) and event.fields == fields
+
+
+def test_a_malformed_priority_on_an_idle_stream_is_dropped_without_a_reset() -> None:
+    """Resetting a stream never opened would be our own protocol error (RFC 9113 §5.1)."""
+    conn = server()
+    assert conn.receive(frame_bytes(0x2, 0, 9, b"\x00" * 4)) == []
+    assert conn.data_to_send() == b""
+    assert [type(e) for e in conn.receive(request(1))] == [HeadersReceived]
