@@ -36,8 +36,47 @@ class Encoded:
 
 
 _CALLBACKS = threading.Lock()
-"""Guards every context's callbacks and cancel event: both are rare (a stream's), so one lock for all
-keeps a unary call from creating any synchronisation object of its own."""
+"""Guards every context's callbacks: they are rare (a stream's), so one lock for all keeps a unary
+call from creating any synchronisation object of its own."""
+_LAZY = threading.Lock()
+"""Guards every :class:`LazyEvent`: few are ever waited on, so one lock serves all."""
+
+
+class LazyEvent:
+    """An event whose ``threading.Event`` (a lock and a condition) is built only once something
+    waits on it: the flags of a unary call, which nobody waits on, cost one small object."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self, is_set: bool = False) -> None:
+        self._event: threading.Event | None = None
+        self._set = is_set
+
+    def is_set(self) -> bool:
+        return self._set  # one attribute read: atomic, no lock needed
+
+    def set(self) -> None:
+        with _LAZY:
+            self._set = True
+            event = self._event
+        if event is not None:
+            event.set()
+
+    def clear(self) -> None:
+        with _LAZY:
+            self._set = False
+            if self._event is not None:
+                self._event.clear()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the event; whether it is set."""
+        with _LAZY:
+            if self._set:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
 class CallContext:
@@ -47,17 +86,16 @@ class CallContext:
     same on either server.
     """
 
-    __slots__ = ("_callbacks", "_cancelled", "_event", "_finished", "method")
+    __slots__ = ("_callbacks", "_cancelled", "_finished", "method")
 
     def __init__(self, method: str) -> None:
         self.method = method
-        self._cancelled = False
+        self._cancelled = LazyEvent()
         self._callbacks: list[Callable[[], None]] | None = None
         self._finished = False
-        self._event: threading.Event | None = None
 
     def is_active(self) -> bool:
-        return not self._cancelled
+        return not self._cancelled.is_set()
 
     def add_callback(self, callback: Callable[[], None]) -> bool:
         """Run ``callback`` when the call ends (answered, cancelled or cut); False if it has ended."""
@@ -80,26 +118,16 @@ class CallContext:
         RST_STREAM: grpcio's client drops a message it has received but not yet read when a reset
         follows it closely (about one in ten), which lost a draining pool's last, empty list.
         """
-        with _CALLBACKS:
-            self._cancelled = True
-            event = self._event
-        if event is not None:
-            event.set()
+        self._cancelled.set()
         self._finish()
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled
+        return self._cancelled.is_set()
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the call to be cancelled; whether it was."""
-        with _CALLBACKS:
-            if self._cancelled:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        return event.wait(timeout)
+        return self._cancelled.wait(timeout)
 
     def _finish(self) -> None:
         with _CALLBACKS:

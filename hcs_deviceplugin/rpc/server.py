@@ -46,6 +46,7 @@ from typing import Any
 from hcs_deviceplugin.rpc.calls import (
     CallContext,
     Interceptor,
+    LazyEvent,
     Method,
     ServerStream,
     Unary,
@@ -115,43 +116,6 @@ def _is_grpc(content_type: bytes) -> bool:
     return content_type == CONTENT_TYPE or content_type.startswith((CONTENT_TYPE + b"+", CONTENT_TYPE + b";"))
 
 
-_FLAGS = threading.Lock()
-"""Guards every drain flag: only a stream's producer ever waits on one, so one lock serves all."""
-
-
-class _Flag:
-    """An event a stream's producer waits on, created only once something waits: a unary call,
-    whose queue never makes its producer wait, never builds one."""
-
-    __slots__ = ("_event", "_set")
-
-    def __init__(self) -> None:
-        self._event: threading.Event | None = None
-        self._set = True
-
-    def set(self) -> None:
-        with _FLAGS:
-            self._set = True
-            event = self._event
-        if event is not None:
-            event.set()
-
-    def clear(self) -> None:
-        with _FLAGS:
-            self._set = False
-            if self._event is not None:
-                self._event.clear()
-
-    def wait(self, timeout: float) -> bool:
-        with _FLAGS:
-            if self._set:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        return event.wait(timeout)
-
-
 class _Call:
     """One HTTP/2 stream: its request as it arrives, and what is queued to go out."""
 
@@ -166,7 +130,8 @@ class _Call:
         self.headers_sent = False
         self.trailers: bytes | None = None
         """The encoded trailers, once the call has its status."""
-        self.drained = _Flag()
+        self.drained = LazyEvent(is_set=True)
+        """Set while the producer of a stream may queue more (see :data:`STREAM_BACKLOG_BYTES`)."""
         self.closed = False
         self.request_ended = False
         self.error: tuple[Code, str] | None = None
