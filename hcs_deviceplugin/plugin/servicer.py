@@ -201,7 +201,7 @@ class DevicePluginServicer:
         finally:
             self._close_stream(stream)
 
-    def Allocate(self, request: bytes, context: CallContext) -> Answer:
+    def Allocate(self, request: bytes, context: CallContext) -> Encoded:
         """``request`` is the ``AllocateRequest`` as it came off the wire (see :func:`_raw`)."""
         snapshot = self._state.snapshot
         answer = snapshot.answers.get(request)
@@ -227,7 +227,7 @@ class DevicePluginServicer:
                     release()
                 log.warning("Allocate rejected: %s (withdrawn while allocating)", exc)
                 context.abort(Code.INVALID_ARGUMENT, f"{exc} (withdrawn while allocating)")
-        return answer
+        return answer.response
 
     def _answer(self, snapshot: Snapshot, request: bytes, context: CallContext) -> Answer:
         """The answer to a request this snapshot has not seen yet; a bad id aborts the call, and so
@@ -246,7 +246,9 @@ class DevicePluginServicer:
         except AllocationRejected as exc:
             log.warning("Allocate rejected: %s", exc)
             context.abort(Code.INVALID_ARGUMENT, str(exc))
-        return Answer(containers, pb.AllocateResponse(container_responses=responses).SerializeToString())
+        return Answer(
+            containers, Encoded(pb.AllocateResponse(container_responses=responses).SerializeToString())
+        )
 
     def _container_edits(self, snapshot: Snapshot, units: list[Unit]) -> ContainerEdits:
         """The backend's edits; one it cannot give (a bad option, a sharing daemon not up yet) is a

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.model import Health, Pool, Unit
+from hcs_deviceplugin.rpc.calls import Encoded
 
 MAX_ANSWERS = 256
 """Answers one snapshot keeps; past this the book starts over. Kubelet asks again for few id sets
@@ -34,14 +35,10 @@ answered but not kept, so the book stays within ~4.5 MB whatever a client sends.
 @dataclass(frozen=True, slots=True)
 class Answer:
     """One Allocate answer: the device ids of each container asked for, in kubelet's order (for the
-    holds and the second look), and the encoded ``AllocateResponse``, which the transport sends as
-    it is (``SerializeToString`` hands the stored bytes back)."""
+    holds and the second look), and the ``AllocateResponse``, encoded once and sent as it is."""
 
     containers: tuple[tuple[str, ...], ...]
-    response: bytes
-
-    def SerializeToString(self) -> bytes:
-        return self.response
+    response: Encoded
 
 
 @dataclass(frozen=True)

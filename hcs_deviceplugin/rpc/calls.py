@@ -34,6 +34,15 @@ class Encoded:
     def SerializeToString(self) -> bytes:
         return self._data
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Encoded) and other._data == self._data
+
+    def __hash__(self) -> int:
+        return hash(self._data)
+
+    def __repr__(self) -> str:
+        return f"Encoded({self._data!r})"
+
 
 _CALLBACKS = threading.Lock()
 """Guards every context's callbacks: they are rare (a stream's), so one lock for all keeps a unary

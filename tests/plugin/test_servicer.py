@@ -16,7 +16,7 @@ from hcs_deviceplugin.model import ContainerEdits, Pool, Unit
 from hcs_deviceplugin.plugin.server import PluginServer
 from hcs_deviceplugin.plugin.servicer import DevicePluginServicer
 from hcs_deviceplugin.plugin.state import Answer, PoolState
-from hcs_deviceplugin.rpc.calls import CallContext
+from hcs_deviceplugin.rpc.calls import CallContext, Encoded
 from tests.plugin.conftest import WAIT, ServerFactory, edits, pool, units
 from tests.waiting import wait_until
 
@@ -184,7 +184,7 @@ def test_a_kept_answer_is_sent_as_stored_without_parsing_the_request(counted: Co
     stored = pb.AllocateResponse(
         container_responses=[pb.ContainerAllocateResponse(envs={"FROM": "book"})]
     ).SerializeToString()
-    counted.server.state.snapshot.remember(b"\xff", Answer((("u1",),), stored))
+    counted.server.state.snapshot.remember(b"\xff", Answer((("u1",),), Encoded(stored)))
     answer = counted.raw(b"\xff", timeout=WAIT)
     assert answer.container_responses[0].envs == {"FROM": "book"}
     assert counted.holds == [("a", ["u1"])] and counted.edits_asked == []

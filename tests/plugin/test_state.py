@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from hcs_deviceplugin.plugin.state import MAX_ANSWERS, MAX_KEY_BYTES, Answer, PoolState
+from hcs_deviceplugin.rpc.calls import Encoded
 from tests.plugin.conftest import WAIT, pool, units
 
 
@@ -63,15 +64,15 @@ def test_wait_delivered_waits_for_a_stream_to_hand_over_the_version() -> None:
 def test_a_full_answer_book_starts_over_rather_than_growing() -> None:
     snapshot = PoolState(pool(), units("u0")).snapshot
     for n in range(MAX_ANSWERS):
-        snapshot.remember(f"request {n}".encode(), Answer(((f"id{n}",),), b""))
+        snapshot.remember(f"request {n}".encode(), Answer(((f"id{n}",),), Encoded(b"")))
     assert len(snapshot.answers) == MAX_ANSWERS
-    snapshot.remember(b"one more", Answer((("u0",),), b"\x0a\x00"))
-    assert snapshot.answers == {b"one more": Answer((("u0",),), b"\x0a\x00")}
+    snapshot.remember(b"one more", Answer((("u0",),), Encoded(b"\x0a\x00")))
+    assert snapshot.answers == {b"one more": Answer((("u0",),), Encoded(b"\x0a\x00"))}
 
 
 def test_a_request_too_long_to_keep_is_not_remembered() -> None:
     """A client's oversized request is answered but does not grow the book past its bound."""
     snapshot = PoolState(pool(), units("u0")).snapshot
-    snapshot.remember(b"x" * MAX_KEY_BYTES, Answer((("u0",),), b""))
-    snapshot.remember(b"x" * (MAX_KEY_BYTES + 1), Answer((("u0",),), b""))
+    snapshot.remember(b"x" * MAX_KEY_BYTES, Answer((("u0",),), Encoded(b"")))
+    snapshot.remember(b"x" * (MAX_KEY_BYTES + 1), Answer((("u0",),), Encoded(b"")))
     assert list(snapshot.answers) == [b"x" * MAX_KEY_BYTES]
