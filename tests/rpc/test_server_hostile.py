@@ -45,6 +45,14 @@ def held_back(server: RpcServer) -> bool:
     return backlog(server) > 0 or any(conn._unsent for conn in connections)
 
 
+def streaming(raw_client: ClientFactory, size: bytes) -> RawClient:
+    """A new raw client with ``/t.T/Forever`` open on stream 1, sending messages of ``size`` bytes."""
+    client = raw_client()
+    client.handshake()
+    client.request("/t.T/Forever", size)
+    return client
+
+
 def read_to_eof(sock: socket.socket) -> bytes:
     """Everything the server sends until it closes (bounded by the socket's timeout)."""
     sock.settimeout(WAIT)
@@ -222,9 +230,8 @@ def test_a_compressed_message_is_unimplemented(raw_client: ClientFactory) -> Non
 def test_reset_mid_stream_ends_the_stream_and_the_connection_serves_on(
     raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    stream_id = client.request("/t.T/Forever", b"100")
+    client = streaming(raw_client, b"100")
+    stream_id = 1  # the stream streaming() opened
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
     client.conn.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
     client.flush()
@@ -256,9 +263,7 @@ def test_a_call_sent_with_the_clients_goaway_is_answered_then_the_connection_clo
 def test_a_stream_outlives_the_clients_goaway_until_the_client_hangs_up(
     raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"100")
+    client = streaming(raw_client, b"100")
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
     client.sock.sendall(goaway_frame(0, 0))
 
@@ -275,9 +280,7 @@ def test_a_stream_outlives_the_clients_goaway_until_the_client_hangs_up(
 def test_goaway_with_an_error_from_the_client_cuts_its_calls(
     server: RpcServer, raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"100")
+    client = streaming(raw_client, b"100")
     client.read_until(lambda e: isinstance(e, h2.events.DataReceived))
     client.sock.sendall(goaway_frame(0, h2.errors.ErrorCodes.PROTOCOL_ERROR))
     assert methods.stream_ended.wait(WAIT)
@@ -287,9 +290,7 @@ def test_goaway_with_an_error_from_the_client_cuts_its_calls(
 def test_a_client_that_never_reads_costs_bounded_memory_until_it_goes(
     server: RpcServer, raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"65536")
+    client = streaming(raw_client, b"65536")
     assert methods.entered.wait(WAIT)
     wait_until(
         lambda: backlog(server) >= server_module.STREAM_BACKLOG_BYTES, what="the producer filled its backlog"
@@ -304,9 +305,7 @@ def test_a_client_that_never_reads_costs_bounded_memory_until_it_goes(
 def test_cancel_frees_a_stream_blocked_on_a_client_that_never_reads(
     server: RpcServer, raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"65536")
+    client = streaming(raw_client, b"65536")
     assert methods.entered.wait(WAIT)
     wait_until(lambda: backlog(server) >= server_module.STREAM_BACKLOG_BYTES, what="the producer is held")
     methods.contexts[0].cancel()
@@ -319,9 +318,8 @@ def test_a_reset_from_a_client_that_stopped_reading_is_still_read(
     server: RpcServer, raw_client: ClientFactory, methods: Methods, size: bytes
 ) -> None:
     """Small messages fill the socket before the window: a send must not block the reader then."""
-    client = raw_client()
-    client.handshake()
-    stream_id = client.request("/t.T/Forever", size)
+    client = streaming(raw_client, size)
+    stream_id = 1  # the stream streaming() opened
     wait_until(lambda: held_back(server), what="the stream is held back")
     client.conn.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
     client.flush()
@@ -332,9 +330,7 @@ def test_a_reset_from_a_client_that_stopped_reading_is_still_read(
 def test_cancel_frees_a_stream_at_once_whatever_holds_it_back(
     server: RpcServer, raw_client: ClientFactory, methods: Methods, size: bytes
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", size)
+    streaming(raw_client, size)
     assert methods.entered.wait(WAIT)
     wait_until(lambda: held_back(server), what="the stream is held back")
     started = time.monotonic()
@@ -347,9 +343,7 @@ def test_a_client_that_takes_nothing_is_dropped_after_the_send_timeout(
     server: RpcServer, raw_client: ClientFactory, methods: Methods, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(server_module, "SEND_TIMEOUT_S", 0.3)
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"100")
+    streaming(raw_client, b"100")
     assert methods.stream_ended.wait(WAIT)
     assert serves(server)
 
@@ -357,9 +351,7 @@ def test_a_client_that_takes_nothing_is_dropped_after_the_send_timeout(
 def test_stop_with_grace_is_not_held_up_by_a_client_that_stopped_reading(
     server: RpcServer, raw_client: ClientFactory, methods: Methods
 ) -> None:
-    client = raw_client()
-    client.handshake()
-    client.request("/t.T/Forever", b"100")
+    streaming(raw_client, b"100")
     wait_until(lambda: held_back(server), what="the stream is held back")
     started = time.monotonic()
     assert server.stop(0.2).wait(WAIT)
