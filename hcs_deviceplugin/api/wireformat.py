@@ -109,38 +109,35 @@ def read_strings(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> i
     GetPreferredAllocation on a 512-unit pool lists hundreds of them. The leading ids that share
     one length and are ASCII (a pool's ids usually all are) are cut out of one decoded slice.
     """
-    pos = _equal_ascii_run(data, pos, end, tag, out)
-    if pos > 0 and (pos >= end or data[pos] != tag):
-        return pos
-    if pos > 0:
-        pos += 1
-    else:
-        pos = -pos
+    pos, done = _equal_ascii_run(data, pos, end, tag, out)
     append = out.append
-    while True:
+    while not done:
         text, pos = read_string(data, pos, end)
         append(text)
         if pos >= end or data[pos] != tag:
-            return pos
+            break
         pos += 1
+    return pos
 
 
-def _equal_ascii_run(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> int:
+def _equal_ascii_run(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> tuple[int, bool]:
     """Read the longest run of values at ``pos`` (its tag already read) that are ASCII, under a
-    one-byte length below 128 and all as long as the first, into ``out``; the position after it.
+    one-byte length below 128 and all as long as the first, into ``out``.
 
-    ``-pos`` when there is no such run (nothing read). Tags and lengths are checked at every stride
-    of the run with slices, the text decoded once, so the cost is a few C calls plus a slice per id;
-    the window looked at is the rest of the message once, so no input makes this quadratic.
+    Returns where the next value starts (its tag read) and False when nothing was read or more
+    values of the field follow; the position after the field's values and True when they ended
+    with the run. Tags and lengths are checked at every stride of the run with slices and the text
+    decoded once, so the cost is a few C calls plus a slice per id; the window looked at is the rest
+    of the message, once, so no input makes this quadratic.
     """
     if pos >= end or data[pos] >= 0x80:
-        return -pos
+        return pos, False
     size = data[pos]
     stride = size + 2
     start = pos - 1  # the first value's tag
     count = (end - start) // stride
     if count < 2:
-        return -pos
+        return pos, False
     window = data[start : start + count * stride]
     count = min(
         count - len(window[0::stride].lstrip(bytes((tag,)))),
@@ -148,10 +145,13 @@ def _equal_ascii_run(data: bytes, pos: int, end: int, tag: int, out: list[str]) 
     )
     run = window[: count * stride]
     if count < 2 or not run.isascii():
-        return -pos
+        return pos, False
     text = run.decode("ascii")
     out.extend([text[i : i + size] for i in range(2, 2 + count * stride, stride)])
-    return start + count * stride
+    after = start + count * stride
+    if after < end and data[after] == tag:
+        return after + 1, False
+    return after, True
 
 
 def read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes, int]:
