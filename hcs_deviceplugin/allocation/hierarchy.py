@@ -21,6 +21,13 @@ Why the tree makes the objective easy (see :mod:`.select` for the key):
 * Ties. Lower positions win; merging two per-child answers that are each the lowest for their count
   gives the lowest merged answer, so the knapsack keeps one answer per count.
 
+How it stays cheap per request: an answer is one integer (see :class:`_Knapsack`) in which adding
+answers adds their parts and comparing them compares the key, ties included; a block's table
+depends only on its free and must-include cards, so tables are kept per topology by those
+(:attr:`Hierarchy.tables`): on a node with a quarter of its cards busy each switch and bridge shows
+only a handful of patterns, and most islands few more. The search for the deepest blocks that hold
+the request walks down from the root and stops where they do.
+
 Every step is exact, so the answer equals the exhaustive optimum of the same key (the property
 tests compare it with an independent enumeration on 64-, 96- and 128-card nodes).
 """
@@ -49,26 +56,32 @@ class Block:
     islands: tuple[int, ...]
 
 
-Part = tuple[int, int, tuple[int, ...]]
-"""The best choice of some free cards inside one block: (sum of pair scores, leftover code, cards)."""
+Table = list[int | None]
+"""A block's best answers by number of added cards, each one integer (see :class:`_Knapsack`);
+None where a table built for an exact count skips counts that cannot reach it."""
 
 
 @dataclass(frozen=True)
 class Hierarchy:
     """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
 
-    ``tables`` and ``sums`` keep the knapsack tables of blocks with every card free and none
-    must-include, per request count and protected sizes: they depend on nothing else, and on a
-    node where a quarter of the cards are busy most switches and bridges, and many islands, are
-    whole. At most :data:`_WHOLE_TABLES` are kept.
+    ``masks`` holds each block's cards as a bit mask (bit ``p`` for position ``p``), so a request
+    finds a block's free and must-include cards with one ``&``. ``tables`` keeps knapsack tables by
+    request shape (count and protected sizes), block, and the block's free and must-include cards:
+    a table depends on nothing else. ``codes`` keeps leftover changes the same way. Both are
+    bounded (:data:`_TABLES`); gRPC threads share them (a dict store is atomic, and a table dropped
+    under a reader is only built again).
     """
 
     blocks: tuple[Block, ...]
     parents: tuple[int, ...] = ()
-    tables: dict[tuple[int, int, tuple[int, ...]], dict[int, Part]] = field(
+    masks: tuple[int, ...] = ()
+    tables: dict[tuple[tuple[int, ...], int, int, int], Table] = field(
         default_factory=dict, compare=False, repr=False
     )
-    sums: dict[tuple[int, int], list[int]] = field(default_factory=dict, compare=False, repr=False)
+    codes: dict[tuple[tuple[int, ...], tuple[int, ...], int, int, int], int] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def root(self) -> int:
@@ -175,16 +188,8 @@ def _blocks(
             for i, c in enumerate(cards)
         ),
         tuple(parents),
+        tuple(sum(1 << p for p in c) for c in cards),
     )
-
-
-def _better(a: Part, b: Part) -> bool:
-    """Higher sum, then higher leftover, then lower positions (the order of the key)."""
-    if a[0] != b[0]:
-        return a[0] > b[0]
-    if a[1] != b[1]:
-        return a[1] > b[1]
-    return a[2] < b[2]
 
 
 class Islands:
@@ -233,10 +238,11 @@ class Islands:
 
 
 _DIGIT = 32
-
-_WHOLE_TABLES = 4096
-"""Most tables of whole blocks kept per topology before they are dropped and rebuilt."""
 """Bits per leftover entry in :meth:`Islands.code`: an entry's sum over a node stays far below 2**31."""
+
+_TABLES = 4096
+"""Most tables (and leftover codes) kept per topology before they are dropped and rebuilt: a bound
+on memory (a table is at most a few hundred bytes per count), not a policy."""
 
 
 def solve(
@@ -246,175 +252,153 @@ def solve(
     count: int,
     islands: Islands,
 ) -> tuple[int, ...]:
-    """The exact best ``count`` candidates to add to ``fixed`` (sorted positions); see module doc."""
-    blocks = hierarchy.blocks
-    parents = hierarchy.parents
-    n_blocks = len(blocks)
-    free = [0] * n_blocks
-    held = [0] * n_blocks
-    for counts, cards in ((free, candidates), (held, fixed)):
-        for c in cards:
-            b = c
-            while b >= 0:
-                counts[b] += 1
-                b = parents[b]
-    need_held = len(fixed)
-    feasible = [held[i] == need_held and free[i] >= count for i in range(n_blocks)]
-    deepest = [i for i in range(n_blocks) if feasible[i] and not any(feasible[k] for k in blocks[i].children)]
-    if not deepest:
+    """The exact best ``count`` candidates to add to ``fixed`` (sorted positions); see module doc.
+
+    ``candidates`` exclude ``fixed``, as :class:`~.select.Objective` keeps them.
+    The deepest blocks that hold the request are found from the root down: a block holds it only
+    if its parent does, so only those blocks and their children are looked at.
+    """
+    blocks, masks = hierarchy.blocks, hierarchy.masks
+    free_mask = held_mask = 0
+    for c in candidates:
+        free_mask |= 1 << c
+    for f in fixed:
+        held_mask |= 1 << f
+
+    def holds(block: int) -> bool:
+        mask = masks[block]
+        return held_mask & mask == held_mask and (free_mask & mask).bit_count() >= count
+
+    if not holds(hierarchy.root):
         return ()
-    best_score = max(blocks[i].score for i in deepest)
-    solver = _Knapsack(hierarchy, free, held, count, islands)
-    strongest = [i for i in deepest if blocks[i].score == best_score]
-    if len(strongest) > 1:  # the sums first, in plain integers: most blocks lose there already
-        totals = {i: solver.totals(i)[count] for i in strongest}
-        top = max(totals.values())
-        strongest = [i for i in strongest if totals[i] == top]
-    best: Part | None = None
-    for i in strongest:
-        part = solver.part(i)
-        if part is None:
+    deepest: list[int] = []
+    stack = [hierarchy.root]
+    while stack:
+        block = stack.pop()
+        inner = [k for k in blocks[block].children if holds(k)]
+        if inner:
+            stack += inner
+        else:
+            deepest.append(block)
+    best_score = max(blocks[b].score for b in deepest)
+    solver = _Knapsack(hierarchy, count, islands)
+    best: int | None = None
+    for block in sorted(deepest):
+        if blocks[block].score != best_score:
             continue
-        leftover = part[1]
-        up = blocks[i].parent
+        mask = masks[block]
+        table = solver.top(block, free_mask & mask, held_mask & mask)
+        key = table[count] if len(table) > count else None
+        if key is None:
+            continue
+        up = blocks[block].parent
         while up >= 0 and islands.width:
-            for level in blocks[up].islands:
-                leftover += islands.code(level, free[up], len(blocks[up].cards), count)
+            if blocks[up].islands:
+                free_up = (free_mask & masks[up]).bit_count()
+                key += solver.code(blocks[up].islands, free_up, len(blocks[up].cards), count)
             up = blocks[up].parent
-        whole = (part[0], leftover, part[2])
-        if best is None or _better(whole, best):
-            best = whole
-    return best[2] if best else ()
+        if best is None or key > best:
+            best = key
+    return () if best is None else solver.cards_of(best)
 
 
 class _Knapsack:
-    """Per block, the best :class:`Part` for each number of added cards (up to the request)."""
+    """Per block, the best answer for each number of added cards (up to the request), as one int.
 
-    def __init__(
-        self, hierarchy: Hierarchy, free: Sequence[int], held: Sequence[int], count: int, islands: Islands
-    ) -> None:
-        self.blocks, self.free, self.held = hierarchy.blocks, free, held
+    An answer packs (sum of pair scores, leftover code, cards) as
+    ``total << total_shift | leftover << cards | mask``, bit ``cards - 1 - p`` of ``mask`` standing
+    for position ``p``. Between answers with the same number of cards, the larger integer is the
+    better answer: the higher sum, then the higher leftover (a signed code, narrower than its
+    field), then the lower positions (the lowest position that one set holds and the other does not
+    is the highest differing bit). Answers on disjoint cards add field by field, so merging two
+    children is one integer addition plus the pairs across them.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, count: int, islands: Islands) -> None:
+        self.blocks, self.masks = hierarchy.blocks, hierarchy.masks
         self.count, self.islands = count, islands
-        self.tables, self.sums = hierarchy.tables, hierarchy.sums
-        self.sizes = islands.sizes if islands.width else ()
+        self.cards = len(hierarchy.blocks[hierarchy.root].cards)
+        self.total_shift = self.cards + _DIGIT * islands.width + 2
+        sizes = islands.sizes if islands.width else ()
+        self.shape = (count, islands.width, *sizes)
+        self.tables, self.codes = hierarchy.tables, hierarchy.codes
 
-    def part(self, block: int) -> Part | None:
-        """The best part of exactly the request's count inside ``block`` (only that entry is built)."""
-        if self._is_whole(block):
-            return self._table(block).get(self.count)
-        return self._build_table(block, exactly=self.count).get(self.count)
+    def top(self, block: int, free: int, held: int) -> Table:
+        """The table of a deepest block, built only as far as the request's count needs."""
+        if block < self.cards:
+            return self.table(block, free, held)
+        return self._build(block, free, held, exactly=self.count)
 
-    def _is_whole(self, block: int) -> bool:
-        return not self.held[block] and self.free[block] == len(self.blocks[block].cards)
+    def table(self, block: int, free: int, held: int) -> Table:
+        """The whole table of ``block`` with the ``free`` and ``held`` cards (masks), kept."""
+        if block < self.cards:  # a single card
+            return [0, 1 << (self.cards - 1 - block)] if free else [0]
+        key = (self.shape, block, free, held)
+        known = self.tables.get(key)
+        if known is None:
+            if len(self.tables) >= _TABLES:
+                self.tables.clear()
+            known = self.tables[key] = self._build(block, free, held, exactly=None)
+        return known
 
-    def _table(self, block: int) -> dict[int, Part]:
-        if self._is_whole(block):
-            key = (block, self.count, self.sizes)
-            known = self.tables.get(key)
-            if known is None:
-                if len(self.tables) > _WHOLE_TABLES:
-                    self.tables.clear()  # a bound, not a policy: requests of many sizes on one node
-                known = self.tables[key] = self._build_table(block)
-            return known
-        return self._build_table(block)
-
-    def _build_table(self, block: int, exactly: int | None = None) -> dict[int, Part]:
-        """The block's table; with ``exactly``, only what can still add up to that many cards."""
-        b = self.blocks[block]
-        if not b.children:
-            table: dict[int, Part] = {0: (0, 0, ())}
-            if self.free[block]:
-                table[1] = (0, 0, (block,))
-            return table
-        acc: dict[int, Part] = {0: (0, 0, ())}
-        acc_held = 0
+    def _build(self, block: int, free: int, held: int, exactly: int | None) -> Table:
+        """Merge the children's tables; with ``exactly``, keep only what can still reach that count."""
+        b, masks = self.blocks[block], self.masks
+        kids: list[tuple[int, int, int, int, int]] = []
+        later = 0
+        for kid in b.children:
+            kid_free, kid_held = free & masks[kid], held & masks[kid]
+            if kid_free or kid_held:  # the others add nothing
+                n_free = kid_free.bit_count()
+                kids.append((kid, kid_free, kid_held, n_free, kid_held.bit_count()))
+                later += n_free
+        score = b.score << self.total_shift
         limit = self.count
-        kids = [k for k in b.children if self.free[k] or self.held[k]]  # the others add nothing
-        later = sum(self.free[k] for k in kids)
-        for kid in kids:
-            sub = self._table(kid) if self.free[kid] else {0: (self._held_total(kid), 0, ())}
-            kid_held = self.held[kid]
-            later -= self.free[kid]
-            lowest = -1 if exactly is None else exactly - later  # fewer cannot be filled up any more
-            merged: dict[int, Part] = {}
-            for c1, (t1, l1, k1) in acc.items():
-                m1 = (c1 + acc_held) * b.score
-                for c2, (t2, l2, k2) in sub.items():
-                    c = c1 + c2
-                    if c > limit or c < lowest:
-                        continue
-                    total = t1 + t2 + m1 * (c2 + kid_held)
-                    left = l1 + l2
-                    known = merged.get(c)
-                    if known is not None:  # _better, inlined, before the cards are even merged
-                        if total < known[0] or (total == known[0] and left < known[1]):
-                            continue
-                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
-                        if total == known[0] and left == known[1] and cards >= known[2]:
-                            continue
-                    else:
-                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
-                    merged[c] = (total, left, cards)
-            acc = merged
-            acc_held += kid_held
-        if self.islands.width and b.islands:
-            size, free, code = len(b.cards), self.free[block], self.islands.code
-            for c, (t, left, cards) in list(acc.items()):
-                change = 0
-                for level in b.islands:
-                    change += code(level, free, size, c)
-                acc[c] = (t, left + change, cards)
-        return acc
-
-    def totals(self, block: int) -> list[int]:
-        """Only the best sum of pair scores per number of added cards (-1: impossible)."""
-        if self._is_whole(block):
-            known_sums = self.sums.get((block, self.count))
-            if known_sums is None:
-                if len(self.sums) > _WHOLE_TABLES:
-                    self.sums.clear()
-                known_sums = self.sums[block, self.count] = self._build_totals(block)
-            return known_sums
-        return self._build_totals(block)
-
-    def _build_totals(self, block: int) -> list[int]:
-        b = self.blocks[block]
-        if not b.children:
-            return [0, 0] if self.free[block] else [0]
-        acc = [0]
+        acc: Table = [0]
         acc_held = 0
-        for kid in b.children:
-            if not self.free[kid] and not self.held[kid]:
-                continue
-            sub = self.totals(kid) if self.free[kid] else [self._held_total(kid)]
-            kid_held = self.held[kid]
-            width = min(self.count, len(acc) + len(sub) - 2) + 1
-            merged = [-1] * width
-            for c1, t1 in enumerate(acc):
-                if t1 < 0:
+        for kid, kid_free, kid_held, n_free, n_held in kids:
+            sub = self.table(kid, kid_free, kid_held)  # whole: no None entries
+            later -= n_free
+            lowest = 0 if exactly is None else exactly - later  # fewer cannot be filled up any more
+            width = min(limit, len(acc) + len(sub) - 2) + 1
+            merged: Table = [None] * width
+            for c1, k1 in enumerate(acc):
+                if k1 is None:
                     continue
-                m1 = (c1 + acc_held) * b.score
-                for c2, t2 in enumerate(sub):
-                    c = c1 + c2
-                    if c >= width:
-                        break
-                    if t2 >= 0:
-                        total = t1 + t2 + m1 * (c2 + kid_held)
-                        if total > merged[c]:  # noqa: PLR1730 - max() costs a call in the hottest loop
-                            merged[c] = total
+                cross = (c1 + acc_held) * score  # each card so far pairs with each card of the kid
+                base = k1 + cross * n_held
+                for c2 in range(max(0, lowest - c1), min(len(sub), width - c1)):
+                    value = base + sub[c2] + cross * c2  # type: ignore[operator]
+                    known = merged[c1 + c2]
+                    if known is None or value > known:
+                        merged[c1 + c2] = value
             acc = merged
-            acc_held += kid_held
+            acc_held += n_held
+        if self.islands.width and b.islands:
+            n_free, size = free.bit_count(), len(b.cards)
+            for c in range(1, len(acc)):
+                entry = acc[c]
+                if entry is not None:
+                    acc[c] = entry + self.code(b.islands, n_free, size, c)
         return acc
 
-    def _held_total(self, block: int) -> int:
-        """Pair scores among a block's must-include cards (the same in every answer, but counted)."""
-        b = self.blocks[block]
-        if not b.children:
-            return 0
-        total, seen = 0, 0
-        for kid in b.children:
-            h = self.held[kid]
-            if h:
-                total += self._held_total(kid) + b.score * seen * h
-                seen += h
-        return total
+    def code(self, levels: tuple[int, ...], free: int, size: int, taken: int) -> int:
+        """The leftover change of taking ``taken`` of ``free`` cards from an island on ``levels``."""
+        key = (self.shape, levels, free, size, taken)
+        known = self.codes.get(key)
+        if known is None:
+            known = sum(self.islands.code(level, free, size, taken) for level in levels) << self.cards
+            if len(self.codes) >= _TABLES:
+                self.codes.clear()
+            self.codes[key] = known
+        return known
+
+    def cards_of(self, key: int) -> tuple[int, ...]:
+        """The positions an answer holds, in order."""
+        mask = key & ((1 << self.cards) - 1)
+        out: list[int] = []
+        while mask:
+            high = mask.bit_length() - 1
+            out.append(self.cards - 1 - high)
+            mask ^= 1 << high
+        return tuple(out)
