@@ -67,10 +67,10 @@ class Hierarchy:
 
     ``masks`` holds each block's cards as a bit mask (bit ``p`` for position ``p``), so a request
     finds a block's free and must-include cards with one ``&``. ``tables`` keeps knapsack tables by
-    request shape (count and protected sizes), block, and the block's free and must-include cards:
-    a table depends on nothing else. ``codes`` keeps leftover changes the same way. Both are
-    bounded (:data:`_TABLES`); gRPC threads share them (a dict store is atomic, and a table dropped
-    under a reader is only built again).
+    protected sizes, block, and the block's free and must-include cards: a table depends on nothing
+    else (a request's count only cuts it short, so a longer table serves a smaller count).
+    ``codes`` keeps leftover changes the same way. Both are bounded (:data:`_TABLES`); gRPC threads
+    share them (a dict store is atomic, and a table dropped under a reader is only built again).
     """
 
     blocks: tuple[Block, ...]
@@ -320,7 +320,7 @@ class _Knapsack:
         self.cards = len(hierarchy.blocks[hierarchy.root].cards)
         self.total_shift = self.cards + _DIGIT * islands.width + 2
         sizes = islands.sizes if islands.width else ()
-        self.shape = (count, islands.width, *sizes)
+        self.shape = (islands.width, *sizes)
         self.tables, self.codes = hierarchy.tables, hierarchy.codes
 
     def top(self, block: int, free: int, held: int) -> Table:
@@ -335,10 +335,11 @@ class _Knapsack:
             return [0, 1 << (self.cards - 1 - block)] if free else [0]
         key = (self.shape, block, free, held)
         known = self.tables.get(key)
-        if known is None:
-            if len(self.tables) >= _TABLES:
+        if known is None or (len(known) <= self.count and len(known) <= free.bit_count()):  # too short
+            known = self._build(block, free, held, exactly=None)
+            if len(self.tables) >= _TABLES:  # after the build: it keeps its children's tables
                 self.tables.clear()
-            known = self.tables[key] = self._build(block, free, held, exactly=None)
+            self.tables[key] = known
         return known
 
     def _build(self, block: int, free: int, held: int, exactly: int | None) -> Table:
