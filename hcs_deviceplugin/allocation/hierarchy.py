@@ -66,9 +66,11 @@ class Hierarchy:
     """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
 
     ``masks`` holds each block's cards as a bit mask (bit ``p`` for position ``p``), so a request
-    finds a block's free and must-include cards with one ``&``. ``tables`` keeps knapsack tables by
-    protected sizes, block, and the block's free and must-include cards: a table depends on nothing
-    else (a request's count only cuts it short, so a longer table serves a smaller count).
+    finds a block's free and must-include cards with one ``&``. ``shapes`` and ``offsets`` say
+    which blocks are built alike and where each starts (see :func:`_shapes`). ``tables`` keeps
+    knapsack tables by protected sizes, shape, and the block's free and must-include cards from its
+    start, each with the start of the block it was built for: a table depends on nothing else (a
+    request's count only cuts it short, so a longer table serves a smaller count).
     ``codes`` keeps leftover changes the same way. Both are bounded (:data:`_TABLES`); gRPC threads
     share them (a dict store is atomic, and a table dropped under a reader is only built again).
     """
@@ -76,7 +78,9 @@ class Hierarchy:
     blocks: tuple[Block, ...]
     parents: tuple[int, ...] = ()
     masks: tuple[int, ...] = ()
-    tables: dict[tuple[tuple[int, ...], int, int, int], Table] = field(
+    shapes: tuple[int, ...] = ()
+    offsets: tuple[int, ...] = ()
+    tables: dict[tuple[tuple[int, ...], int, int, int], tuple[int, Table]] = field(
         default_factory=dict, compare=False, repr=False
     )
     codes: dict[tuple[tuple[int, ...], tuple[int, ...], int, int, int], int] = field(
@@ -182,14 +186,36 @@ def _blocks(
     for i, kids in enumerate(children):
         for k in kids:
             parents[k] = i
-    return Hierarchy(
-        tuple(
-            Block(tuple(c), children[i], scores[i], parents[i], tuple(islands[i]))
-            for i, c in enumerate(cards)
-        ),
-        tuple(parents),
-        tuple(sum(1 << p for p in c) for c in cards),
+    blocks = tuple(
+        Block(tuple(c), children[i], scores[i], parents[i], tuple(islands[i])) for i, c in enumerate(cards)
     )
+    shapes, offsets = _shapes(blocks)
+    return Hierarchy(blocks, tuple(parents), tuple(sum(1 << p for p in c) for c in cards), shapes, offsets)
+
+
+def _shapes(blocks: Sequence[Block]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per block, a number shared by the blocks built alike, and the position it starts at.
+
+    Two blocks are alike when their cards are consecutive positions and, from their first card on,
+    they have the same score, the same island levels and alike children at the same places: then
+    the table of one, moved by the distance between their first cards, is the table of the other
+    with the same free and must-include cards relative to that first card. Every island of a node
+    built in levels is alike, and so is every bridge and switch, so a pattern seen in one serves
+    all. A block whose cards are not consecutive is alike only to itself and starts at 0 (no move).
+    """
+    known: dict[tuple[object, ...], int] = {}
+    shapes: list[int] = []
+    offsets: list[int] = []
+    for i, b in enumerate(blocks):  # children come before their parents
+        first = b.cards[0]
+        if b.cards == tuple(range(first, first + len(b.cards))):
+            kids = tuple((blocks[k].cards[0] - first, shapes[k]) for k in b.children)
+            signature: tuple[object, ...] = (b.score, b.islands, len(b.cards), kids)
+        else:
+            signature, first = ("block", i), 0
+        shapes.append(known.setdefault(signature, len(known)))
+        offsets.append(first)
+    return tuple(shapes), tuple(offsets)
 
 
 class Islands:
@@ -316,6 +342,7 @@ class _Knapsack:
 
     def __init__(self, hierarchy: Hierarchy, count: int, islands: Islands) -> None:
         self.blocks, self.masks = hierarchy.blocks, hierarchy.masks
+        self.shapes, self.offsets = hierarchy.shapes, hierarchy.offsets
         self.count, self.islands = count, islands
         self.cards = len(hierarchy.blocks[hierarchy.root].cards)
         self.total_shift = self.cards + _DIGIT * islands.width + 2
@@ -333,14 +360,32 @@ class _Knapsack:
         """The whole table of ``block`` with the ``free`` and ``held`` cards (masks), kept."""
         if block < self.cards:  # a single card
             return [0, 1 << (self.cards - 1 - block)] if free else [0]
-        key = (self.shape, block, free, held)
-        known = self.tables.get(key)
-        if known is None or (len(known) <= self.count and len(known) <= free.bit_count()):  # too short
-            known = self._build(block, free, held, exactly=None)
+        start = self.offsets[block]
+        key = (self.shape, self.shapes[block], free >> start, held >> start)
+        kept = self.tables.get(key)
+        if kept is None or (len(kept[1]) <= self.count and len(kept[1]) <= free.bit_count()):  # too short
+            table = self._build(block, free, held, exactly=None)
             if len(self.tables) >= _TABLES:  # after the build: it keeps its children's tables
                 self.tables.clear()
-            self.tables[key] = known
-        return known
+            self.tables[key] = (start, table)
+            return table
+        built_at, table = kept
+        if built_at == start:
+            return table
+        return self._moved(table, start - built_at)
+
+    def _moved(self, table: Table, distance: int) -> Table:
+        """A table of a block alike, for the block ``distance`` positions further on (see
+        :func:`_shapes`): only the cards change, each bit ``distance`` lower."""
+        low = (1 << self.cards) - 1
+        out: Table = []
+        for key in table:
+            if key is None:
+                out.append(None)
+                continue
+            mask = key & low
+            out.append(key - mask + (mask >> distance if distance > 0 else mask << -distance))
+        return out
 
     def _build(self, block: int, free: int, held: int, exactly: int | None) -> Table:
         """Merge the children's tables; with ``exactly``, keep only what can still reach that count."""
