@@ -105,9 +105,10 @@ def _whole_cards(layout: UnitLayout, known: Sequence[str], must: Sequence[str], 
 class _Picker:
     """The shared-pool bookkeeping of one request: free units per card, picks per card and part.
 
-    Up front only the offered units per card are counted (one pass, in C); a card's offered units
-    are grouped by part (its partition, or the card itself for its replicas) the first time the card
-    is taken from, so a request over hundreds of units reads only the few cards it uses.
+    Up front only the offered units per card are counted (one pass, in C). A card is read only when
+    it is taken from, so a request over hundreds of units reads only the few cards it uses: where
+    cards are not partitioned its ids are walked in order from where the last pick stopped; else
+    its offered ids are grouped by part (partition) to rank the parts.
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class _Picker:
         self.must = [uid for uid in must if uid in card]
         self.left: Counter[int] = Counter(map(card.__getitem__, known))
         self.parts: dict[int, dict[str, list[str]]] = {}
+        self.next_of: dict[int, int] = {}
         self.free_parts: Counter[str] | None = None
         self.card_picks: Counter[int] = Counter()
         self.part_picks: Counter[str] = Counter()
@@ -144,15 +146,12 @@ class _Picker:
         """The card's offered ids per part, highest first (the lowest is popped from the end)."""
         parts = self.parts.get(card)
         if parts is None:
-            units, offered, hardware = self.layout.units_of[card], self.offered, self.layout.hardware
-            if not self.layout.partitioned:  # one part, the card: no load to compare
-                parts = {hardware[units[0]]: [uid for uid in reversed(units) if uid in offered]}
-            else:
-                parts = {}
-                for uid in reversed(units):
-                    ids = parts.setdefault(hardware[uid], [])
-                    if uid in offered:
-                        ids.append(uid)
+            parts = {}
+            offered, hardware = self.offered, self.layout.hardware
+            for uid in reversed(self.layout.units_of[card]):
+                ids = parts.setdefault(hardware[uid], [])
+                if uid in offered:
+                    ids.append(uid)
             self.parts[card] = parts
         return parts
 
@@ -164,11 +163,15 @@ class _Picker:
 
     def take(self, card: int) -> None:
         """The least used part of the card (fewest picks, then least load), its lowest free id."""
-        parts = self._parts_of(card)
-        if len(parts) == 1:  # replicas of a whole card: nothing to rank
-            part, ids = next(iter(parts.items()))
-            self._took(card, part, ids.pop())
+        if not self.layout.partitioned:  # one part, the card: its next offered id in order
+            units, offered = self.layout.units_of[card], self.offered
+            i = self.next_of.get(card, 0)
+            while units[i] not in offered:
+                i += 1
+            self.next_of[card] = i + 1
+            self._took(card, self.layout.hardware[units[i]], units[i])
             return
+        parts = self._parts_of(card)
 
         def rank(part: str) -> tuple[int, int, str]:
             return (self.part_picks[part], self.load_of(part), parts[part][-1])
