@@ -70,9 +70,10 @@ class Hierarchy:
     which blocks are built alike and where each starts (see :func:`_shapes`). ``tables`` keeps
     knapsack tables by protected sizes, shape, and the block's free and must-include cards from its
     start, each with the start of the block it was built for: a table depends on nothing else (a
-    request's count only cuts it short, so a longer table serves a smaller count).
-    ``codes`` keeps leftover changes the same way. Both are bounded (:data:`_TABLES`); gRPC threads
-    share them (a dict store is atomic, and a table dropped under a reader is only built again).
+    request's count only cuts it short, so a longer table serves a smaller count). ``tops`` keeps
+    the answers of deepest blocks, built for one count, by that count too. ``codes`` keeps
+    leftover changes the same way. All are bounded (:data:`_TABLES`); gRPC threads share them (a
+    dict store is atomic, and a table dropped under a reader is only built again).
     """
 
     blocks: tuple[Block, ...]
@@ -81,6 +82,9 @@ class Hierarchy:
     shapes: tuple[int, ...] = ()
     offsets: tuple[int, ...] = ()
     tables: dict[tuple[tuple[int, ...], int, int, int], tuple[int, Table]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    tops: dict[tuple[tuple[int, ...], int, int, int, int], tuple[int, int | None]] = field(
         default_factory=dict, compare=False, repr=False
     )
     codes: dict[tuple[tuple[int, ...], tuple[int, ...], int, int, int], int] = field(
@@ -291,17 +295,18 @@ def solve(
     for f in fixed:
         held_mask |= 1 << f
 
-    def holds(block: int) -> bool:
-        mask = masks[block]
-        return held_mask & mask == held_mask and (free_mask & mask).bit_count() >= count
-
-    if not holds(hierarchy.root):
+    root = masks[hierarchy.root]
+    if held_mask & root != held_mask or (free_mask & root).bit_count() < count:
         return ()
     deepest: list[int] = []
     stack = [hierarchy.root]
     while stack:
         block = stack.pop()
-        inner = [k for k in blocks[block].children if holds(k)]
+        inner = [
+            k
+            for k in blocks[block].children
+            if held_mask & masks[k] == held_mask and (free_mask & masks[k]).bit_count() >= count
+        ]
         if inner:
             stack += inner
         else:
@@ -313,8 +318,7 @@ def solve(
         if blocks[block].score != best_score:
             continue
         mask = masks[block]
-        table = solver.top(block, free_mask & mask, held_mask & mask)
-        key = table[count] if len(table) > count else None
+        key = solver.top(block, free_mask & mask, held_mask & mask)
         if key is None:
             continue
         up = blocks[block].parent
@@ -348,13 +352,32 @@ class _Knapsack:
         self.total_shift = self.cards + _DIGIT * islands.width + 2
         sizes = islands.sizes if islands.width else ()
         self.shape = (islands.width, *sizes)
-        self.tables, self.codes = hierarchy.tables, hierarchy.codes
+        self.tables, self.tops, self.codes = hierarchy.tables, hierarchy.tops, hierarchy.codes
 
-    def top(self, block: int, free: int, held: int) -> Table:
-        """The table of a deepest block, built only as far as the request's count needs."""
+    def top(self, block: int, free: int, held: int) -> int | None:
+        """The best answer of exactly the request's count in a deepest block, kept like tables.
+
+        Its table is built only as far as that count needs, so the answer is kept by the count
+        too; a node's whole islands (one pattern, every request) are the common case.
+        """
+        count = self.count
         if block < self.cards:
-            return self.table(block, free, held)
-        return self._build(block, free, held, exactly=self.count)
+            table = self.table(block, free, held)
+            return table[count] if len(table) > count else None
+        start = self.offsets[block]
+        key = (self.shape, count, self.shapes[block], free >> start, held >> start)
+        kept = self.tops.get(key)
+        if kept is None:
+            table = self._build(block, free, held, exactly=count)
+            answer = table[count] if len(table) > count else None
+            if len(self.tops) >= _TABLES:
+                self.tops.clear()
+            self.tops[key] = (start, answer)
+            return answer
+        built_at, answer = kept
+        if answer is None or built_at == start:
+            return answer
+        return self._moved([answer], start - built_at)[0]
 
     def table(self, block: int, free: int, held: int) -> Table:
         """The whole table of ``block`` with the ``free`` and ``held`` cards (masks), kept."""

@@ -90,14 +90,18 @@ def choose_units(
 
 def _whole_cards(layout: UnitLayout, known: Sequence[str], must: Sequence[str], need: int) -> list[str]:
     card = layout.card
-    by_card: dict[int, str] = {}  # the lowest offered id of each card
-    for uid in known:
-        position = card[uid]
-        first = by_card.get(position)
-        if first is None or uid < first:
-            by_card[position] = uid
+    by_card: dict[int, str]  # the lowest offered id of each card
+    if layout.one_per_card:  # one unit per card (the usual whole-card pool): pair them up in C
+        by_card = dict(zip(map(card.__getitem__, known), known, strict=True))
+    else:
+        by_card = {}
+        for uid in known:
+            position = card[uid]
+            first = by_card.get(position)
+            if first is None or uid < first:
+                by_card[position] = uid
     fixed = tuple(sorted({card[uid] for uid in must if uid in card}))
-    candidates = tuple(sorted(p for p in by_card if p not in fixed))
+    candidates = tuple(sorted(by_card.keys() - set(fixed)))
     added = choose(layout.topology, CardRequest(fixed, candidates, need, fragmentation=True))
     return [by_card[p] for p in added]
 

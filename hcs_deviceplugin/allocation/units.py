@@ -25,12 +25,13 @@ class UnitLayout:
     and to its hardware id; ``per_card`` and ``per_hardware`` count the pool's units of each.
     ``units_of`` lists each card's unit ids in order. ``shared``: some unit is a replica or a
     partition (the pool hands out pieces of cards); ``partitioned``: some unit is a partition, so
-    a card can hold parts of different load.
+    a card can hold parts of different load; ``one_per_card``: no card has two units.
     """
 
     __slots__ = (
         "card",
         "hardware",
+        "one_per_card",
         "partitioned",
         "per_card",
         "per_hardware",
@@ -62,6 +63,7 @@ class UnitLayout:
                 self.shared = True
         for ids in self.units_of:
             ids.sort()
+        self.one_per_card = max(self.per_card, default=0) <= 1
 
 
 class PoolUnits(Mapping[str, Unit]):
