@@ -270,9 +270,42 @@ class Islands:
 _DIGIT = 32
 """Bits per leftover entry in :meth:`Islands.code`: an entry's sum over a node stays far below 2**31."""
 
+_WARM_CARDS = 8
+"""Blocks of up to this many cards get the tables of all their free patterns ahead (:func:`warm`)."""
+
+_WARM_TABLES = 1024
+"""Most tables :func:`warm` builds per topology (a quarter of :data:`_TABLES`)."""
+
 _TABLES = 4096
 """Most tables (and leftover codes) kept per topology before they are dropped and rebuilt: a bound
 on memory (a table is at most a few hundred bytes per count), not a policy."""
+
+
+def warm(hierarchy: Hierarchy, variants: Sequence[Islands]) -> None:
+    """Build, once per topology, the tables of every free pattern of its small blocks.
+
+    A pool's first requests would otherwise build them one by one, and on a shared machine those
+    first requests are a request's p99. Every shape of at most :data:`_WARM_CARDS` cards (below the
+    root) with nothing must-include, per variant (whole-card and shared pools protect different
+    leftovers), smaller shapes first (children before parents, so each build merges kept tables),
+    up to :data:`_WARM_TABLES` tables: on a node built in levels that is every switch, bridge and
+    island pattern, a few hundred tables.
+    """
+    budget = _WARM_TABLES
+    for islands in variants:
+        done: set[int] = set()
+        for block, b in enumerate(hierarchy.blocks):  # children come before their parents
+            size, shape = len(b.cards), hierarchy.shapes[block]
+            patterns = (1 << size) - 1
+            if not b.children or block == hierarchy.root or size > _WARM_CARDS or shape in done:
+                continue
+            if patterns > budget:
+                return
+            done.add(shape)
+            budget -= patterns
+            solver = _Knapsack(hierarchy, size, islands)
+            for pattern in range(1, patterns + 1):
+                solver.table(block, sum(1 << c for j, c in enumerate(b.cards) if pattern >> j & 1), 0)
 
 
 def solve(

@@ -99,3 +99,25 @@ def test_kept_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(20):
         topo.preferred([c for c in node.ids if rng.random() < 0.75], [], 8, node.whole())
         assert max(len(hierarchy.tables), len(hierarchy.tops), len(hierarchy.codes)) <= 8
+
+
+def test_small_blocks_get_their_tables_when_a_topology_is_built() -> None:
+    node = island_node(64)
+    prepared = Topology.build(node.cards, node.links).hierarchy
+    assert prepared is not None
+    # Every free pattern of a switch (3), bridge (15) and island (255), for whole and shared pools.
+    assert len(prepared.tables) == 2 * (3 + 15 + 255)
+    plain = Topology.build(node.cards, node.links, prepare=False).hierarchy
+    assert plain is not None and not plain.tables
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=SEEDS, size=st.sampled_from([1, 2, 3, 4, 8, 8, 12]), shared=st.booleans())
+def test_tables_built_ahead_answer_as_tables_built_on_demand(seed: int, size: int, shared: bool) -> None:
+    node, prepared = node_of(64)
+    plain = Topology.build(node.cards, node.links, prepare=False)
+    units = node.replicas(2) if shared else node.whole()
+    rng = random.Random(seed)
+    available = [u for u in units if rng.random() < 0.75]
+    must = rng.sample(available, k=rng.choice([0, 0, 1]))
+    assert prepared.preferred(available, must, size, units) == plain.preferred(available, must, size, units)
