@@ -277,19 +277,20 @@ _WARM_TABLES = 1024
 """Most tables :func:`warm` builds per topology (a quarter of :data:`_TABLES`)."""
 
 _TABLES = 4096
-"""Most tables (and leftover codes) kept per topology before they are dropped and rebuilt: a bound
-on memory (a table is at most a few hundred bytes per count), not a policy."""
+"""Most tables (and answers, and leftover codes) kept per topology before they are dropped and
+rebuilt: a bound on memory (a table holds one integer of about a thousand bits per count on a
+128-card node), not a policy."""
 
 
 def warm(hierarchy: Hierarchy, variants: Sequence[Islands]) -> None:
     """Build, once per topology, the tables of every free pattern of its small blocks.
 
-    A pool's first requests would otherwise build them one by one, and on a shared machine those
-    first requests are a request's p99. Every shape of at most :data:`_WARM_CARDS` cards (below the
-    root) with nothing must-include, per variant (whole-card and shared pools protect different
-    leftovers), smaller shapes first (children before parents, so each build merges kept tables),
-    up to :data:`_WARM_TABLES` tables: on a node built in levels that is every switch, bridge and
-    island pattern, a few hundred tables.
+    A pool's first requests would otherwise build them one by one, and those first requests are
+    what the p99 of a pool's latency measures. Every shape of at most :data:`_WARM_CARDS` cards
+    (below the root) with nothing must-include, per variant (whole-card and shared pools protect
+    different leftovers), children before parents (so each build merges kept tables), up to
+    :data:`_WARM_TABLES` tables: on a node built in levels that is every switch, bridge and island
+    pattern, 546 tables, about 8 ms once.
     """
     budget = _WARM_TABLES
     for islands in variants:
