@@ -56,9 +56,10 @@ class Block:
     islands: tuple[int, ...]
 
 
-Table = list[int | None]
+Table = tuple[int | None, ...]
 """A block's best answers by number of added cards, each one integer (see :class:`_Knapsack`);
-None where a table built for an exact count skips counts that cannot reach it."""
+None where a table built for an exact count skips counts that cannot reach it. A tuple of ints,
+which the cyclic garbage collector stops tracking after one pass: a topology keeps thousands."""
 
 
 @dataclass(frozen=True)
@@ -411,12 +412,12 @@ class _Knapsack:
         built_at, answer = kept
         if answer is None or built_at == start:
             return answer
-        return self._moved([answer], start - built_at)[0]
+        return self._moved((answer,), start - built_at)[0]
 
     def table(self, block: int, free: int, held: int) -> Table:
         """The whole table of ``block`` with the ``free`` and ``held`` cards (masks), kept."""
         if block < self.cards:  # a single card
-            return [0, 1 << (self.cards - 1 - block)] if free else [0]
+            return (0, 1 << (self.cards - 1 - block)) if free else (0,)
         start = self.offsets[block]
         key = (self.shape, self.shapes[block], free >> start, held >> start)
         kept = self.tables.get(key)
@@ -435,14 +436,14 @@ class _Knapsack:
         """A table of a block alike, for the block ``distance`` positions further on (see
         :func:`_shapes`): only the cards change, each bit ``distance`` lower."""
         low = (1 << self.cards) - 1
-        out: Table = []
+        out: list[int | None] = []
         for key in table:
             if key is None:
                 out.append(None)
                 continue
             mask = key & low
             out.append(key - mask + (mask >> distance if distance > 0 else mask << -distance))
-        return out
+        return tuple(out)
 
     def _build(self, block: int, free: int, held: int, exactly: int | None) -> Table:
         """Merge the children's tables; with ``exactly``, keep only what can still reach that count."""
@@ -457,14 +458,14 @@ class _Knapsack:
                 later += n_free
         score = b.score << self.total_shift
         limit = self.count
-        acc: Table = [0]
+        acc: list[int | None] = [0]
         acc_held = 0
         for kid, kid_free, kid_held, n_free, n_held in kids:
             sub = self.table(kid, kid_free, kid_held)  # whole: no None entries
             later -= n_free
             lowest = 0 if exactly is None else exactly - later  # fewer cannot be filled up any more
             width = min(limit, len(acc) + len(sub) - 2) + 1
-            merged: Table = [None] * width
+            merged: list[int | None] = [None] * width
             for c1, k1 in enumerate(acc):
                 if k1 is None:
                     continue
@@ -483,7 +484,7 @@ class _Knapsack:
                 entry = acc[c]
                 if entry is not None:
                     acc[c] = entry + self.code(b.islands, n_free, size, c)
-        return acc
+        return tuple(acc)
 
     def code(self, levels: tuple[int, ...], free: int, size: int, taken: int) -> int:
         """The leftover change of taking ``taken`` of ``free`` cards from an island on ``levels``."""
