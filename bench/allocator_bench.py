@@ -1,7 +1,8 @@
 """Allocator latency on large nodes and choice quality against the exhaustive optimum.
 
-Latency: ``Topology.preferred`` on a precomputed topology (what a pool does per request), in-process
-and over the socket: a real PluginServer serving the node's units in a process of its own (as
+Latency: ``Topology.preferred`` on a precomputed topology and the pool's units as its snapshot keeps
+them (:class:`~hcs_deviceplugin.allocation.units.PoolUnits`: what a pool does per request),
+in-process and over the socket: a real PluginServer serving the node's units in a process of its own (as
 beside kubelet), GetPreferredAllocation against a no-op call
 (GetDevicePluginOptions) on the same socket, the two interleaved. Nodes are NVLink
 islands of 8 GPUs made of PCIe switch pairs under host bridges, two islands per NUMA node
@@ -41,6 +42,7 @@ import grpc
 from bench.common import fmt, percentile
 from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation.select import CardRequest, Objective, greedy_baseline, improved
+from hcs_deviceplugin.allocation.units import PoolUnits
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2 as pb
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix, Unit
@@ -64,7 +66,7 @@ LINK_CHOICES: tuple[tuple[Link, ...], ...] = (
 def latency(name: str, cards: int, slices: int, samples: int, rng: random.Random) -> str:
     node = island_node(cards)
     topology = Topology.build(node.cards, node.links)
-    units = node.whole() if slices == 1 else node.replicas(slices)
+    units = PoolUnits(node.whole() if slices == 1 else node.replicas(slices))  # as a pool's snapshot
     ids = list(units)
     topology.preferred(ids, [], 8, units)  # the per-topology precomputation, done once per pool
     times: list[float] = []

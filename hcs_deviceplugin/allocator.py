@@ -40,5 +40,5 @@ def preferred_allocation(
     only through their units (NUMA node), which still spreads and balances. Ids unknown to ``units``
     are still eligible (kubelet decides availability) but rank last.
     """
-    topology = Topology.build((cards or {}).values(), links, units)
+    topology = Topology.build((cards or {}).values(), links, units, prepare=False)
     return topology.preferred(available, must_include, size, units, policy)

@@ -21,6 +21,13 @@ Why the tree makes the objective easy (see :mod:`.select` for the key):
 * Ties. Lower positions win; merging two per-child answers that are each the lowest for their count
   gives the lowest merged answer, so the knapsack keeps one answer per count.
 
+How it stays cheap per request: an answer is one integer (see :class:`_Knapsack`) in which adding
+answers adds their parts and comparing them compares the key, ties included; a block's table
+depends only on its free and must-include cards, so tables are kept per topology by those
+(:attr:`Hierarchy.tables`): on a node with a quarter of its cards busy each switch and bridge shows
+only a handful of patterns, and most islands few more. The search for the deepest blocks that hold
+the request walks down from the root and stops where they do.
+
 Every step is exact, so the answer equals the exhaustive optimum of the same key (the property
 tests compare it with an independent enumeration on 64-, 96- and 128-card nodes).
 """
@@ -49,26 +56,41 @@ class Block:
     islands: tuple[int, ...]
 
 
-Part = tuple[int, int, tuple[int, ...]]
-"""The best choice of some free cards inside one block: (sum of pair scores, leftover code, cards)."""
+Table = tuple[int | None, ...]
+"""A block's best answers by number of added cards, each one integer (see :class:`_Knapsack`);
+None where a table built for an exact count skips counts that cannot reach it. A tuple of ints,
+which the cyclic garbage collector stops tracking after one pass: a topology keeps thousands."""
 
 
 @dataclass(frozen=True)
 class Hierarchy:
     """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
 
-    ``tables`` and ``sums`` keep the knapsack tables of blocks with every card free and none
-    must-include, per request count and protected sizes: they depend on nothing else, and on a
-    node where a quarter of the cards are busy most switches and bridges, and many islands, are
-    whole. At most :data:`_WHOLE_TABLES` are kept.
+    ``masks`` holds each block's cards as a bit mask (bit ``p`` for position ``p``), so a request
+    finds a block's free and must-include cards with one ``&``. ``shapes`` and ``offsets`` say
+    which blocks are built alike and where each starts (see :func:`_shapes`). ``tables`` keeps
+    knapsack tables by protected sizes, shape, and the block's free and must-include cards from its
+    start, each with the start of the block it was built for: a table depends on nothing else (a
+    request's count only cuts it short, so a longer table serves a smaller count). ``tops`` keeps
+    the answers of deepest blocks, built for one count, by that count too. ``codes`` keeps
+    leftover changes the same way. All are bounded (:data:`_TABLES`); gRPC threads share them (a
+    dict store is atomic, and a table dropped under a reader is only built again).
     """
 
     blocks: tuple[Block, ...]
     parents: tuple[int, ...] = ()
-    tables: dict[tuple[int, int, tuple[int, ...]], dict[int, Part]] = field(
+    masks: tuple[int, ...] = ()
+    shapes: tuple[int, ...] = ()
+    offsets: tuple[int, ...] = ()
+    tables: dict[tuple[tuple[int, ...], int, int, int], tuple[int, Table]] = field(
         default_factory=dict, compare=False, repr=False
     )
-    sums: dict[tuple[int, int], list[int]] = field(default_factory=dict, compare=False, repr=False)
+    tops: dict[tuple[tuple[int, ...], int, int, int, int], tuple[int, int | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    codes: dict[tuple[tuple[int, ...], tuple[int, ...], int, int, int], int] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def root(self) -> int:
@@ -169,22 +191,36 @@ def _blocks(
     for i, kids in enumerate(children):
         for k in kids:
             parents[k] = i
-    return Hierarchy(
-        tuple(
-            Block(tuple(c), children[i], scores[i], parents[i], tuple(islands[i]))
-            for i, c in enumerate(cards)
-        ),
-        tuple(parents),
+    blocks = tuple(
+        Block(tuple(c), children[i], scores[i], parents[i], tuple(islands[i])) for i, c in enumerate(cards)
     )
+    shapes, offsets = _shapes(blocks)
+    return Hierarchy(blocks, tuple(parents), tuple(sum(1 << p for p in c) for c in cards), shapes, offsets)
 
 
-def _better(a: Part, b: Part) -> bool:
-    """Higher sum, then higher leftover, then lower positions (the order of the key)."""
-    if a[0] != b[0]:
-        return a[0] > b[0]
-    if a[1] != b[1]:
-        return a[1] > b[1]
-    return a[2] < b[2]
+def _shapes(blocks: Sequence[Block]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per block, a number shared by the blocks built alike, and the position it starts at.
+
+    Two blocks are alike when their cards are consecutive positions and, from their first card on,
+    they have the same score, the same island levels and alike children at the same places: then
+    the table of one, moved by the distance between their first cards, is the table of the other
+    with the same free and must-include cards relative to that first card. Every island of a node
+    built in levels is alike, and so is every bridge and switch, so a pattern seen in one serves
+    all. A block whose cards are not consecutive is alike only to itself and starts at 0 (no move).
+    """
+    known: dict[tuple[object, ...], int] = {}
+    shapes: list[int] = []
+    offsets: list[int] = []
+    for i, b in enumerate(blocks):  # children come before their parents
+        first = b.cards[0]
+        if b.cards == tuple(range(first, first + len(b.cards))):
+            kids = tuple((blocks[k].cards[0] - first, shapes[k]) for k in b.children)
+            signature: tuple[object, ...] = (b.score, b.islands, len(b.cards), kids)
+        else:
+            signature, first = ("block", i), 0
+        shapes.append(known.setdefault(signature, len(known)))
+        offsets.append(first)
+    return tuple(shapes), tuple(offsets)
 
 
 class Islands:
@@ -233,10 +269,45 @@ class Islands:
 
 
 _DIGIT = 32
-
-_WHOLE_TABLES = 4096
-"""Most tables of whole blocks kept per topology before they are dropped and rebuilt."""
 """Bits per leftover entry in :meth:`Islands.code`: an entry's sum over a node stays far below 2**31."""
+
+_WARM_CARDS = 8
+"""Blocks of up to this many cards get the tables of all their free patterns ahead (:func:`warm`)."""
+
+_WARM_TABLES = 1024
+"""Most tables :func:`warm` builds per topology (a quarter of :data:`_TABLES`)."""
+
+_TABLES = 4096
+"""Most tables (and answers, and leftover codes) kept per topology before they are dropped and
+rebuilt: a bound on memory (a table holds one integer of about a thousand bits per count on a
+128-card node), not a policy."""
+
+
+def warm(hierarchy: Hierarchy, variants: Sequence[Islands]) -> None:
+    """Build, once per topology, the tables of every free pattern of its small blocks.
+
+    A pool's first requests would otherwise build them one by one, and those first requests are
+    what the p99 of a pool's latency measures. Every shape of at most :data:`_WARM_CARDS` cards
+    (below the root) with nothing must-include, per variant (whole-card and shared pools protect
+    different leftovers), children before parents (so each build merges kept tables), up to
+    :data:`_WARM_TABLES` tables: on a node built in levels that is every switch, bridge and island
+    pattern, 546 tables, about 8 ms once.
+    """
+    budget = _WARM_TABLES
+    for islands in variants:
+        done: set[int] = set()
+        for block, b in enumerate(hierarchy.blocks):  # children come before their parents
+            size, shape = len(b.cards), hierarchy.shapes[block]
+            patterns = (1 << size) - 1
+            if not b.children or block == hierarchy.root or size > _WARM_CARDS or shape in done:
+                continue
+            if patterns > budget:
+                return
+            done.add(shape)
+            budget -= patterns
+            solver = _Knapsack(hierarchy, size, islands)
+            for pattern in range(1, patterns + 1):
+                solver.table(block, sum(1 << c for j, c in enumerate(b.cards) if pattern >> j & 1), 0)
 
 
 def solve(
@@ -246,175 +317,192 @@ def solve(
     count: int,
     islands: Islands,
 ) -> tuple[int, ...]:
-    """The exact best ``count`` candidates to add to ``fixed`` (sorted positions); see module doc."""
-    blocks = hierarchy.blocks
-    parents = hierarchy.parents
-    n_blocks = len(blocks)
-    free = [0] * n_blocks
-    held = [0] * n_blocks
-    for counts, cards in ((free, candidates), (held, fixed)):
-        for c in cards:
-            b = c
-            while b >= 0:
-                counts[b] += 1
-                b = parents[b]
-    need_held = len(fixed)
-    feasible = [held[i] == need_held and free[i] >= count for i in range(n_blocks)]
-    deepest = [i for i in range(n_blocks) if feasible[i] and not any(feasible[k] for k in blocks[i].children)]
-    if not deepest:
+    """The exact best ``count`` candidates to add to ``fixed`` (sorted positions); see module doc.
+
+    ``candidates`` exclude ``fixed``, as :class:`~.select.Objective` keeps them.
+    The deepest blocks that hold the request are found from the root down: a block holds it only
+    if its parent does, so only those blocks and their children are looked at.
+    """
+    blocks, masks = hierarchy.blocks, hierarchy.masks
+    free_mask = held_mask = 0
+    for c in candidates:
+        free_mask |= 1 << c
+    for f in fixed:
+        held_mask |= 1 << f
+
+    root = masks[hierarchy.root]
+    if held_mask & root != held_mask or (free_mask & root).bit_count() < count:
         return ()
-    best_score = max(blocks[i].score for i in deepest)
-    solver = _Knapsack(hierarchy, free, held, count, islands)
-    strongest = [i for i in deepest if blocks[i].score == best_score]
-    if len(strongest) > 1:  # the sums first, in plain integers: most blocks lose there already
-        totals = {i: solver.totals(i)[count] for i in strongest}
-        top = max(totals.values())
-        strongest = [i for i in strongest if totals[i] == top]
-    best: Part | None = None
-    for i in strongest:
-        part = solver.part(i)
-        if part is None:
+    deepest: list[int] = []
+    stack = [hierarchy.root]
+    while stack:
+        block = stack.pop()
+        inner = [
+            k
+            for k in blocks[block].children
+            if held_mask & masks[k] == held_mask and (free_mask & masks[k]).bit_count() >= count
+        ]
+        if inner:
+            stack += inner
+        else:
+            deepest.append(block)
+    best_score = max(blocks[b].score for b in deepest)
+    solver = _Knapsack(hierarchy, count, islands)
+    best: int | None = None
+    for block in sorted(deepest):
+        if blocks[block].score != best_score:
             continue
-        leftover = part[1]
-        up = blocks[i].parent
+        mask = masks[block]
+        key = solver.top(block, free_mask & mask, held_mask & mask)
+        if key is None:
+            continue
+        up = blocks[block].parent
         while up >= 0 and islands.width:
-            for level in blocks[up].islands:
-                leftover += islands.code(level, free[up], len(blocks[up].cards), count)
+            if blocks[up].islands:
+                free_up = (free_mask & masks[up]).bit_count()
+                key += solver.code(blocks[up].islands, free_up, len(blocks[up].cards), count)
             up = blocks[up].parent
-        whole = (part[0], leftover, part[2])
-        if best is None or _better(whole, best):
-            best = whole
-    return best[2] if best else ()
+        if best is None or key > best:
+            best = key
+    return () if best is None else solver.cards_of(best)
 
 
 class _Knapsack:
-    """Per block, the best :class:`Part` for each number of added cards (up to the request)."""
+    """Per block, the best answer for each number of added cards (up to the request), as one int.
 
-    def __init__(
-        self, hierarchy: Hierarchy, free: Sequence[int], held: Sequence[int], count: int, islands: Islands
-    ) -> None:
-        self.blocks, self.free, self.held = hierarchy.blocks, free, held
+    An answer packs (sum of pair scores, leftover code, cards) as
+    ``total << total_shift | leftover << cards | mask``, bit ``cards - 1 - p`` of ``mask`` standing
+    for position ``p``. Between answers with the same number of cards, the larger integer is the
+    better answer: the higher sum, then the higher leftover (a signed code, narrower than its
+    field), then the lower positions (the lowest position that one set holds and the other does not
+    is the highest differing bit). Answers on disjoint cards add field by field, so merging two
+    children is one integer addition plus the pairs across them.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, count: int, islands: Islands) -> None:
+        self.blocks, self.masks = hierarchy.blocks, hierarchy.masks
+        self.shapes, self.offsets = hierarchy.shapes, hierarchy.offsets
         self.count, self.islands = count, islands
-        self.tables, self.sums = hierarchy.tables, hierarchy.sums
-        self.sizes = islands.sizes if islands.width else ()
+        self.cards = len(hierarchy.blocks[hierarchy.root].cards)
+        self.total_shift = self.cards + _DIGIT * islands.width + 2
+        sizes = islands.sizes if islands.width else ()
+        self.shape = (islands.width, *sizes)
+        self.tables, self.tops, self.codes = hierarchy.tables, hierarchy.tops, hierarchy.codes
 
-    def part(self, block: int) -> Part | None:
-        """The best part of exactly the request's count inside ``block`` (only that entry is built)."""
-        if self._is_whole(block):
-            return self._table(block).get(self.count)
-        return self._build_table(block, exactly=self.count).get(self.count)
+    def top(self, block: int, free: int, held: int) -> int | None:
+        """The best answer of exactly the request's count in a deepest block, kept like tables.
 
-    def _is_whole(self, block: int) -> bool:
-        return not self.held[block] and self.free[block] == len(self.blocks[block].cards)
+        Its table is built only as far as that count needs, so the answer is kept by the count
+        too; a node's whole islands (one pattern, every request) are the common case.
+        """
+        count = self.count
+        if block < self.cards:
+            table = self.table(block, free, held)
+            return table[count] if len(table) > count else None
+        start = self.offsets[block]
+        key = (self.shape, count, self.shapes[block], free >> start, held >> start)
+        kept = self.tops.get(key)
+        if kept is None:
+            table = self._build(block, free, held, exactly=count)
+            answer = table[count] if len(table) > count else None
+            if len(self.tops) >= _TABLES:
+                self.tops.clear()
+            self.tops[key] = (start, answer)
+            return answer
+        built_at, answer = kept
+        if answer is None or built_at == start:
+            return answer
+        return self._moved((answer,), start - built_at)[0]
 
-    def _table(self, block: int) -> dict[int, Part]:
-        if self._is_whole(block):
-            key = (block, self.count, self.sizes)
-            known = self.tables.get(key)
-            if known is None:
-                if len(self.tables) > _WHOLE_TABLES:
-                    self.tables.clear()  # a bound, not a policy: requests of many sizes on one node
-                known = self.tables[key] = self._build_table(block)
-            return known
-        return self._build_table(block)
-
-    def _build_table(self, block: int, exactly: int | None = None) -> dict[int, Part]:
-        """The block's table; with ``exactly``, only what can still add up to that many cards."""
-        b = self.blocks[block]
-        if not b.children:
-            table: dict[int, Part] = {0: (0, 0, ())}
-            if self.free[block]:
-                table[1] = (0, 0, (block,))
+    def table(self, block: int, free: int, held: int) -> Table:
+        """The whole table of ``block`` with the ``free`` and ``held`` cards (masks), kept."""
+        if block < self.cards:  # a single card
+            return (0, 1 << (self.cards - 1 - block)) if free else (0,)
+        start = self.offsets[block]
+        key = (self.shape, self.shapes[block], free >> start, held >> start)
+        kept = self.tables.get(key)
+        if kept is None or (len(kept[1]) <= self.count and len(kept[1]) <= free.bit_count()):  # too short
+            table = self._build(block, free, held, exactly=None)
+            if len(self.tables) >= _TABLES:  # after the build: it keeps its children's tables
+                self.tables.clear()
+            self.tables[key] = (start, table)
             return table
-        acc: dict[int, Part] = {0: (0, 0, ())}
-        acc_held = 0
-        limit = self.count
-        kids = [k for k in b.children if self.free[k] or self.held[k]]  # the others add nothing
-        later = sum(self.free[k] for k in kids)
-        for kid in kids:
-            sub = self._table(kid) if self.free[kid] else {0: (self._held_total(kid), 0, ())}
-            kid_held = self.held[kid]
-            later -= self.free[kid]
-            lowest = -1 if exactly is None else exactly - later  # fewer cannot be filled up any more
-            merged: dict[int, Part] = {}
-            for c1, (t1, l1, k1) in acc.items():
-                m1 = (c1 + acc_held) * b.score
-                for c2, (t2, l2, k2) in sub.items():
-                    c = c1 + c2
-                    if c > limit or c < lowest:
-                        continue
-                    total = t1 + t2 + m1 * (c2 + kid_held)
-                    left = l1 + l2
-                    known = merged.get(c)
-                    if known is not None:  # _better, inlined, before the cards are even merged
-                        if total < known[0] or (total == known[0] and left < known[1]):
-                            continue
-                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
-                        if total == known[0] and left == known[1] and cards >= known[2]:
-                            continue
-                    else:
-                        cards = tuple(sorted(k1 + k2)) if k1 and k2 else k1 or k2
-                    merged[c] = (total, left, cards)
-            acc = merged
-            acc_held += kid_held
-        if self.islands.width and b.islands:
-            size, free, code = len(b.cards), self.free[block], self.islands.code
-            for c, (t, left, cards) in list(acc.items()):
-                change = 0
-                for level in b.islands:
-                    change += code(level, free, size, c)
-                acc[c] = (t, left + change, cards)
-        return acc
+        built_at, table = kept
+        if built_at == start:
+            return table
+        return self._moved(table, start - built_at)
 
-    def totals(self, block: int) -> list[int]:
-        """Only the best sum of pair scores per number of added cards (-1: impossible)."""
-        if self._is_whole(block):
-            known_sums = self.sums.get((block, self.count))
-            if known_sums is None:
-                if len(self.sums) > _WHOLE_TABLES:
-                    self.sums.clear()
-                known_sums = self.sums[block, self.count] = self._build_totals(block)
-            return known_sums
-        return self._build_totals(block)
-
-    def _build_totals(self, block: int) -> list[int]:
-        b = self.blocks[block]
-        if not b.children:
-            return [0, 0] if self.free[block] else [0]
-        acc = [0]
-        acc_held = 0
-        for kid in b.children:
-            if not self.free[kid] and not self.held[kid]:
+    def _moved(self, table: Table, distance: int) -> Table:
+        """A table of a block alike, for the block ``distance`` positions further on (see
+        :func:`_shapes`): only the cards change, each bit ``distance`` lower."""
+        low = (1 << self.cards) - 1
+        out: list[int | None] = []
+        for key in table:
+            if key is None:
+                out.append(None)
                 continue
-            sub = self.totals(kid) if self.free[kid] else [self._held_total(kid)]
-            kid_held = self.held[kid]
-            width = min(self.count, len(acc) + len(sub) - 2) + 1
-            merged = [-1] * width
-            for c1, t1 in enumerate(acc):
-                if t1 < 0:
-                    continue
-                m1 = (c1 + acc_held) * b.score
-                for c2, t2 in enumerate(sub):
-                    c = c1 + c2
-                    if c >= width:
-                        break
-                    if t2 >= 0:
-                        total = t1 + t2 + m1 * (c2 + kid_held)
-                        if total > merged[c]:  # noqa: PLR1730 - max() costs a call in the hottest loop
-                            merged[c] = total
-            acc = merged
-            acc_held += kid_held
-        return acc
+            mask = key & low
+            out.append(key - mask + (mask >> distance if distance > 0 else mask << -distance))
+        return tuple(out)
 
-    def _held_total(self, block: int) -> int:
-        """Pair scores among a block's must-include cards (the same in every answer, but counted)."""
-        b = self.blocks[block]
-        if not b.children:
-            return 0
-        total, seen = 0, 0
+    def _build(self, block: int, free: int, held: int, exactly: int | None) -> Table:
+        """Merge the children's tables; with ``exactly``, keep only what can still reach that count."""
+        b, masks = self.blocks[block], self.masks
+        kids: list[tuple[int, int, int, int, int]] = []
+        later = 0
         for kid in b.children:
-            h = self.held[kid]
-            if h:
-                total += self._held_total(kid) + b.score * seen * h
-                seen += h
-        return total
+            kid_free, kid_held = free & masks[kid], held & masks[kid]
+            if kid_free or kid_held:  # the others add nothing
+                n_free = kid_free.bit_count()
+                kids.append((kid, kid_free, kid_held, n_free, kid_held.bit_count()))
+                later += n_free
+        score = b.score << self.total_shift
+        limit = self.count
+        acc: list[int | None] = [0]
+        acc_held = 0
+        for kid, kid_free, kid_held, n_free, n_held in kids:
+            sub = self.table(kid, kid_free, kid_held)  # whole: no None entries
+            later -= n_free
+            lowest = 0 if exactly is None else exactly - later  # fewer cannot be filled up any more
+            width = min(limit, len(acc) + len(sub) - 2) + 1
+            merged: list[int | None] = [None] * width
+            for c1, k1 in enumerate(acc):
+                if k1 is None:
+                    continue
+                cross = (c1 + acc_held) * score  # each card so far pairs with each card of the kid
+                base = k1 + cross * n_held
+                for c2 in range(max(0, lowest - c1), min(len(sub), width - c1)):
+                    value = base + sub[c2] + cross * c2  # type: ignore[operator]
+                    known = merged[c1 + c2]
+                    if known is None or value > known:
+                        merged[c1 + c2] = value
+            acc = merged
+            acc_held += n_held
+        if self.islands.width and b.islands:
+            n_free, size = free.bit_count(), len(b.cards)
+            for c in range(1, len(acc)):
+                entry = acc[c]
+                if entry is not None:
+                    acc[c] = entry + self.code(b.islands, n_free, size, c)
+        return tuple(acc)
+
+    def code(self, levels: tuple[int, ...], free: int, size: int, taken: int) -> int:
+        """The leftover change of taking ``taken`` of ``free`` cards from an island on ``levels``."""
+        key = (self.shape, levels, free, size, taken)
+        known = self.codes.get(key)
+        if known is None:
+            known = sum(self.islands.code(level, free, size, taken) for level in levels) << self.cards
+            if len(self.codes) >= _TABLES:
+                self.codes.clear()
+            self.codes[key] = known
+        return known
+
+    def cards_of(self, key: int) -> tuple[int, ...]:
+        """The positions an answer holds, in order."""
+        mask = key & ((1 << self.cards) - 1)
+        out: list[int] = []
+        while mask:
+            high = mask.bit_length() - 1
+            out.append(self.cards - 1 - high)
+            mask ^= 1 << high
+        return tuple(out)

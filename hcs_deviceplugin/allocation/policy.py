@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from hcs_deviceplugin.allocation.links import SINGLE_CARD
 from hcs_deviceplugin.allocation.select import CardRequest, choose
 from hcs_deviceplugin.allocation.topology import Topology
+from hcs_deviceplugin.allocation.units import UnitLayout, layout_of
 from hcs_deviceplugin.model import Unit
 
 
@@ -54,11 +55,6 @@ def hardware_load(units: Mapping[str, Unit], free: set[str]) -> dict[str, int]:
     return load
 
 
-def is_shared(units: Mapping[str, Unit]) -> bool:
-    """Whether the pool hands out pieces of cards (replicas or partitions) rather than whole cards."""
-    return any(u.replica is not None or u.partition_id is not None for u in units.values())
-
-
 def choose_units(
     topology: Topology,
     available: Sequence[str],
@@ -67,86 +63,127 @@ def choose_units(
     units: Mapping[str, Unit],
     policy: ReplicaPolicy = ReplicaPolicy.SPREAD,
 ) -> list[str]:
-    """Up to ``size`` unit ids: all of ``must_include`` first, then the best of ``available``."""
+    """Up to ``size`` unit ids: all of ``must_include`` first, then the best of ``available``.
+
+    Per request this reads only what kubelet sent; what it needs of the pool's units comes from
+    their :class:`~.units.UnitLayout`, kept by a :class:`~.units.PoolUnits` between requests.
+    """
     if size <= 0:
         return []
     must = list(dict.fromkeys(must_include))
     if len(must) >= size:
         return must[:size]
-    taken = set(must)
-    offered = [uid for uid in dict.fromkeys(available) if uid not in taken]
-    known = [uid for uid in offered if uid in units]
-    unknown = [uid for uid in offered if uid not in units]
-    topo = topology.covering(units)
+    layout = layout_of(topology, units)
+    card = layout.card
+    offered = dict.fromkeys(available)
+    for uid in must:
+        offered.pop(uid, None)
+    known = [uid for uid in offered if uid in card]
+    unknown = [uid for uid in offered if uid not in card] if len(known) < len(offered) else []
     need = size - len(must)
-    if is_shared(units):
-        free = set(available) | taken
-        picked = _shared(topo, known, must, need, units, free, policy)
+    if layout.shared:
+        picked = _shared(layout, known, offered, must, need, policy)
     else:
-        picked = _whole_cards(topo, known, must, need, units)
+        picked = _whole_cards(layout, known, must, need)
     return [*must, *picked, *unknown][:size]
 
 
-def _whole_cards(
-    topo: Topology, known: Sequence[str], must: Sequence[str], need: int, units: Mapping[str, Unit]
-) -> list[str]:
-    by_card: dict[int, str] = {}
-    for uid in sorted(known):
-        by_card.setdefault(topo.position[units[uid].card_id], uid)
-    fixed = tuple(sorted({topo.position[units[uid].card_id] for uid in must if uid in units}))
-    candidates = tuple(sorted(p for p in by_card if p not in fixed))
-    added = choose(topo, CardRequest(fixed, candidates, need, fragmentation=True))
+def _whole_cards(layout: UnitLayout, known: Sequence[str], must: Sequence[str], need: int) -> list[str]:
+    card = layout.card
+    by_card: dict[int, str]  # the lowest offered id of each card
+    if layout.one_per_card:  # one unit per card (the usual whole-card pool): pair them up in C
+        by_card = dict(zip(map(card.__getitem__, known), known, strict=True))
+    else:
+        by_card = {}
+        for uid in known:
+            position = card[uid]
+            first = by_card.get(position)
+            if first is None or uid < first:
+                by_card[position] = uid
+    fixed = tuple(sorted({card[uid] for uid in must if uid in card}))
+    candidates = tuple(sorted(by_card.keys() - set(fixed)))
+    added = choose(layout.topology, CardRequest(fixed, candidates, need, fragmentation=True))
     return [by_card[p] for p in added]
 
 
 class _Picker:
     """The shared-pool bookkeeping of one request: free units per card, picks per card and part.
 
-    Offered ids are only bucketed by card up front (one pass); a card's ids are grouped by part
-    (its partition, or the card itself for its replicas) and sorted the first time the card is
-    taken from, so a request over hundreds of units sorts only the few cards it uses.
+    Up front only the offered units per card are counted (one pass, in C). A card is read only when
+    it is taken from, so a request over hundreds of units reads only the few cards it uses: where
+    cards are not partitioned its ids are walked in order from where the last pick stopped; else
+    its offered ids are grouped by part (partition) to rank the parts.
     """
 
-    def __init__(self, topo: Topology, known: Sequence[str], must: Sequence[str], units: Mapping[str, Unit]):
-        self.topo, self.units = topo, units
-        self.by_card: dict[int, list[str]] = {}
-        position = topo.position
-        for uid in known:
-            self.by_card.setdefault(position[units[uid].card_id], []).append(uid)
-        self.left = {card: len(ids) for card, ids in self.by_card.items()}
+    def __init__(
+        self, layout: UnitLayout, known: Sequence[str], offered: Container[str], must: Sequence[str]
+    ) -> None:
+        self.layout, self.known, self.offered = layout, known, offered
+        card = layout.card
+        self.must = [uid for uid in must if uid in card]
+        self.left: Counter[int] = Counter(map(card.__getitem__, known))
         self.parts: dict[int, dict[str, list[str]]] = {}
+        self.next_of: dict[int, int] = {}
+        self.free_parts: Counter[str] | None = None
         self.card_picks: Counter[int] = Counter()
         self.part_picks: Counter[str] = Counter()
         for uid in must:
-            unit = units.get(uid)
-            if unit is not None:
-                self.card_picks[position[unit.card_id]] += 1
-                self.part_picks[unit.hardware_id] += 1
+            position = card.get(uid)
+            if position is not None:
+                self.card_picks[position] += 1
+                self.part_picks[layout.hardware[uid]] += 1
         self.picked: list[str] = []
+
+    def held(self) -> tuple[int, ...]:
+        """Units per card that are neither offered nor must-include: the load of :mod:`.select`."""
+        held = list(self.layout.per_card)
+        for position, offered in self.left.items():
+            held[position] -= offered
+        for uid in self.must:
+            held[self.layout.card[uid]] -= 1
+        return tuple(held)
 
     def eligible(self) -> list[int]:
         return [p for p, n in self.left.items() if n]
 
     def _parts_of(self, card: int) -> dict[str, list[str]]:
+        """The card's offered ids per part, highest first (the lowest is popped from the end)."""
         parts = self.parts.get(card)
         if parts is None:
             parts = {}
-            for uid in self.by_card[card]:
-                parts.setdefault(self.units[uid].hardware_id, []).append(uid)
-            for ids in parts.values():
-                ids.sort(reverse=True)  # lowest last, popped first
+            offered, hardware = self.offered, self.layout.hardware
+            for uid in reversed(self.layout.units_of[card]):
+                ids = parts.setdefault(hardware[uid], [])
+                if uid in offered:
+                    ids.append(uid)
             self.parts[card] = parts
         return parts
 
-    def take(self, card: int, hw_load: Mapping[str, int]) -> None:
+    def load_of(self, part: str) -> int:
+        """Units of the card or partition that are neither offered nor must-include."""
+        if self.free_parts is None:
+            self.free_parts = Counter(map(self.layout.hardware.__getitem__, [*self.known, *self.must]))
+        return self.layout.per_hardware[part] - self.free_parts[part]
+
+    def take(self, card: int) -> None:
         """The least used part of the card (fewest picks, then least load), its lowest free id."""
+        if not self.layout.partitioned:  # one part, the card: its next offered id in order
+            units, offered = self.layout.units_of[card], self.offered
+            i = self.next_of.get(card, 0)
+            while units[i] not in offered:
+                i += 1
+            self.next_of[card] = i + 1
+            self._took(card, self.layout.hardware[units[i]], units[i])
+            return
         parts = self._parts_of(card)
 
         def rank(part: str) -> tuple[int, int, str]:
-            return (self.part_picks[part], hw_load.get(part, 0), parts[part][-1])
+            return (self.part_picks[part], self.load_of(part), parts[part][-1])
 
         part = min((p for p, ids in parts.items() if ids), key=rank)
-        uid = parts[part].pop()
+        self._took(card, part, parts[part].pop())
+
+    def _took(self, card: int, part: str, uid: str) -> None:
         self.left[card] -= 1
         self.card_picks[card] += 1
         self.part_picks[part] += 1
@@ -154,34 +191,26 @@ class _Picker:
 
 
 def _shared(
-    topo: Topology,
+    layout: UnitLayout,
     known: Sequence[str],
+    offered: Container[str],
     must: Sequence[str],
     need: int,
-    units: Mapping[str, Unit],
-    free: set[str],
     policy: ReplicaPolicy,
 ) -> list[str]:
-    hw_load: dict[str, int] = {}
-    held = [0] * len(topo)
-    position = topo.position
-    for uid, unit in units.items():  # one pass: what kubelet did not offer is held (see hardware_load)
-        if uid not in free:
-            hw_load[unit.hardware_id] = hw_load.get(unit.hardware_id, 0) + 1
-            held[position[unit.card_id]] += 1
-    load = tuple(held)
-    picker = _Picker(topo, known, must, units)
+    picker = _Picker(layout, known, offered, must)
+    load = picker.held()
+    topo = layout.topology
     if policy is ReplicaPolicy.PACK:
         while len(picker.picked) < need and picker.eligible():
-            picker.take(max(picker.eligible(), key=lambda p: _pack_rank(topo, picker, load, p)), hw_load)
+            picker.take(max(picker.eligible(), key=lambda p: _pack_rank(topo, picker, load, p)))
         return picker.picked
     fixed = tuple(sorted(p for p, n in picker.card_picks.items() if n))
-    candidates = tuple(sorted(p for p in picker.by_card if p not in fixed))
-    for card in choose(topo, CardRequest(fixed, candidates, need, load=load, fragmentation=False)):
-        picker.take(card, hw_load)
+    candidates = tuple(sorted(p for p in picker.left if p not in fixed))
+    for position in choose(topo, CardRequest(fixed, candidates, need, load=load, fragmentation=False)):
+        picker.take(position)
     while len(picker.picked) < need and picker.eligible():
-        card = min(picker.eligible(), key=lambda p: (picker.card_picks[p], load[p], p))
-        picker.take(card, hw_load)
+        picker.take(min(picker.eligible(), key=lambda p: (picker.card_picks[p], load[p], p)))
     return picker.picked
 
 

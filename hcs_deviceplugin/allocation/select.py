@@ -38,6 +38,7 @@ import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from itertools import combinations
 
 from hcs_deviceplugin.allocation import hierarchy
@@ -83,33 +84,55 @@ class Objective:
         self.request = request
         n = len(topology)
         self.load = list(request.load) if request.load else [0] * n
-        pair = topology.pair
         fixed = sorted(set(request.fixed))
         self.fixed = fixed
         self.candidates = sorted(set(request.candidates) - set(fixed))
-        self.fixed_min = min(
-            (pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :]), default=SINGLE_CARD
-        )
-        self.fixed_sum = sum(pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :])
-        self.to_fixed_min = [SINGLE_CARD] * n
-        self.to_fixed_sum = [0] * n
-        for f in fixed:  # row by row, in C: requests with many must-include (or settled) cards
-            self.to_fixed_min = list(map(min, self.to_fixed_min, pair[f]))
-            self.to_fixed_sum = list(map(operator.add, self.to_fixed_sum, pair[f]))
         self.fixed_groups = {topology.group[f] for f in fixed}
         self.fixed_modules = {topology.module[f] for f in fixed}
         self.fixed_load_sum = sum(self.load[f] for f in fixed)
         self.fixed_load_max = max((self.load[f] for f in fixed), default=0)
-        self.free = [self._free_counts(level) for level in topology.levels]
         wanted = len(fixed) + request.count
         self.sizes = tuple(sorted(set(topology.sizes) | ({wanted} if wanted > 1 else set()), reverse=True))
         self.islands = Islands(self.sizes, len(topology.levels), request.fragmentation)
 
-    def _free_counts(self, level: Sequence[int]) -> list[int]:
-        counts = [0] * (max(level) + 1)
-        for c in self.candidates:
-            counts[level[c]] += 1
-        return counts
+    @cached_property
+    def fixed_min(self) -> int:
+        """The weakest pair among the fixed cards (the tree programme never needs this or the next
+        three: they are computed on first use, by the searches that score sets one by one)."""
+        pair, fixed = self.topology.pair, self.fixed
+        return min((pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :]), default=SINGLE_CARD)
+
+    @cached_property
+    def fixed_sum(self) -> int:
+        pair, fixed = self.topology.pair, self.fixed
+        return sum(pair[a][b] for i, a in enumerate(fixed) for b in fixed[i + 1 :])
+
+    @cached_property
+    def to_fixed_min(self) -> list[int]:
+        """Per card, its weakest pair to the fixed cards."""
+        out = [SINGLE_CARD] * len(self.topology)
+        for f in self.fixed:  # row by row, in C: requests with many must-include (or settled) cards
+            out = list(map(min, out, self.topology.pair[f]))
+        return out
+
+    @cached_property
+    def to_fixed_sum(self) -> list[int]:
+        """Per card, the sum of its pairs to the fixed cards."""
+        out = [0] * len(self.topology)
+        for f in self.fixed:
+            out = list(map(operator.add, out, self.topology.pair[f]))
+        return out
+
+    @cached_property
+    def free(self) -> list[list[int]]:
+        """Free candidates per island, per level (only the leftover of the searches reads it)."""
+        out = []
+        for level in self.topology.levels:
+            counts = [0] * (max(level) + 1)
+            for c in self.candidates:
+                counts[level[c]] += 1
+            out.append(counts)
+        return out
 
     def prefix(self, added: Sequence[int]) -> Key:
         """Load, groups, modules and set score (items 1-3) of ``fixed + added``."""

@@ -54,7 +54,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from hcs_deviceplugin.allocation.hierarchy import Hierarchy
+from hcs_deviceplugin.allocation.hierarchy import Hierarchy, Islands, warm
 from hcs_deviceplugin.allocation.hierarchy import build as build_hierarchy
 from hcs_deviceplugin.allocation.links import FABRIC_KINDS, SetScore, pair_score, set_score
 from hcs_deviceplugin.model import Card, LinkKind, LinkMatrix, Unit
@@ -113,8 +113,12 @@ class Topology:
         cards: Iterable[Card] | Mapping[str, Card] = (),
         links: LinkMatrix | None = None,
         units: Iterable[Unit] | Mapping[str, Unit] = (),
+        *,
+        prepare: bool = True,
     ) -> Topology:
-        """Precompute everything per-request work needs, the tree of blocks included; O(cards²) once.
+        """Precompute everything per-request work needs, the tree of blocks and the tables of its
+        small blocks included (:func:`~.hierarchy.warm`, the tree search's; not with ``prepare``
+        false, for a topology that serves one request); O(cards²) once.
 
         ``units`` only adds cards that ``cards`` does not name (a pool without an inventory at hand)
         and fills in their NUMA node.
@@ -129,7 +133,10 @@ class Topology:
                 known = infos[unit.card_id]
                 infos[unit.card_id] = CardInfo(known.id, known.index, unit.numa_node, known.attributes)
         topology = _build(tuple(infos.values()), links or LinkMatrix())
-        _ = topology.hierarchy  # built here, when a pool's cards change, not on its first request
+        tree = topology.hierarchy  # built here, when a pool's cards change, not on its first request
+        if tree is not None and prepare and not (topology.has_groups or topology.has_modules):
+            levels = len(topology.levels)  # and the tables its first requests would build
+            warm(tree, [Islands(topology.sizes, levels, fragmentation) for fragmentation in (True, False)])
         return topology
 
     def covering(self, units: Mapping[str, Unit]) -> Topology:

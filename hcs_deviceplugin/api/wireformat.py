@@ -106,36 +106,52 @@ def read_strings(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> i
     one-byte ``tag`` (how every encoder writes a list), appended to ``out``; the position after.
 
     One call per run of ids instead of a pass through the message's tag dispatch per id: kubelet's
-    GetPreferredAllocation on a 512-unit pool lists hundreds of them. The leading ids that share
-    one length and are ASCII (a pool's ids usually all are) are cut out of one decoded slice.
+    GetPreferredAllocation on a 512-unit pool lists hundreds of them. Ids that share one length and
+    are ASCII (a pool's ids usually all are) are cut out of one decoded slice per run; where the
+    length changes (``gpu0::9``, ``gpu0::10``) one id is read alone and the next run begins. A run
+    is looked for in a window of :data:`_RUN_WINDOW` ids that doubles while runs fill it, so ids
+    that never repeat a length cost a bounded look each, never a look at the whole message.
     """
-    pos, done = _equal_ascii_run(data, pos, end, tag, out)
     append = out.append
-    while not done:
+    window = _RUN_WINDOW
+    while True:
+        before = len(out)
+        pos, done = _equal_ascii_run(data, pos, end, tag, out, window)
+        if done:
+            return pos
+        if len(out) - before == window:  # the run filled the window: it may well go on
+            window *= 2
+            continue
+        window = _RUN_WINDOW
         text, pos = read_string(data, pos, end)
         append(text)
         if pos >= end or data[pos] != tag:
-            break
+            return pos
         pos += 1
-    return pos
 
 
-def _equal_ascii_run(data: bytes, pos: int, end: int, tag: int, out: list[str]) -> tuple[int, bool]:
-    """Read the longest run of values at ``pos`` (its tag already read) that are ASCII, under a
-    one-byte length below 128 and all as long as the first, into ``out``.
+_RUN_WINDOW = 16
+"""Ids :func:`read_strings` first looks at for a run of one length."""
+
+
+def _equal_ascii_run(
+    data: bytes, pos: int, end: int, tag: int, out: list[str], limit: int
+) -> tuple[int, bool]:
+    """Read the longest run of at most ``limit`` values at ``pos`` (its tag already read) that are
+    ASCII, under a one-byte length below 128 and all as long as the first, into ``out``.
 
     Returns where the next value starts (its tag read) and False when nothing was read or more
     values of the field follow; the position after the field's values and True when they ended
     with the run. Tags and lengths are checked at every stride of the run with slices and the text
-    decoded once, so the cost is a few C calls plus a slice per id; the window looked at is the rest
-    of the message, once, so no input makes this quadratic.
+    decoded once, so the cost is a few C calls plus a slice per id; the window looked at is at
+    most ``limit`` values.
     """
     if pos >= end or data[pos] >= 0x80:
         return pos, False
     size = data[pos]
     stride = size + 2
     start = pos - 1  # the first value's tag
-    count = (end - start) // stride
+    count = min((end - start) // stride, limit)
     if count < 2:
         return pos, False
     window = data[start : start + count * stride]

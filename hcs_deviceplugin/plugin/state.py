@@ -17,10 +17,11 @@ another key.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from hcs_deviceplugin.allocation.topology import Topology
+from hcs_deviceplugin.allocation.units import PoolUnits
 from hcs_deviceplugin.model import Health, Pool, Unit
 from hcs_deviceplugin.rpc.calls import Encoded
 
@@ -49,14 +50,15 @@ class Snapshot:
     pool: Pool
     units: tuple[Unit, ...]
     topology: Topology | None = None
-    by_id: Mapping[str, Unit] = field(init=False, compare=False, repr=False)
-    """The units by id (the first of a repeated id), for Allocate's lookups."""
+    by_id: PoolUnits = field(init=False, compare=False, repr=False)
+    """The units by id (the first of a repeated id), for Allocate's lookups; read-only, so the
+    allocator keeps what it derives from them for as long as the snapshot lives."""
     answers: dict[bytes, Answer] = field(default_factory=dict, init=False, compare=False, repr=False)
     """Allocate answers given for this snapshot by request bytes; written by gRPC threads (a dict
     store is atomic)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "by_id", {u.id: u for u in reversed(self.units)})
+        object.__setattr__(self, "by_id", PoolUnits(reversed(self.units)))
 
     def unit(self, unit_id: str) -> Unit | None:
         return self.by_id.get(unit_id)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation.hierarchy import build
 from hcs_deviceplugin.allocation.select import CardRequest, Objective, _improve, choose, improved
+from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix
 from tests.allocator.islands import IslandNode, island_node, positions, reference
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
@@ -126,3 +127,56 @@ def test_a_node_not_built_in_levels_has_no_tree() -> None:
     pair[0][9] = pair[9][0] = 30  # one pair across islands scores above its neighbours
     assert build(pair, topo.levels) is None, "not ultrametric"
     assert build(topo.pair, [tuple(i // 3 for i in range(64))]) is None, "an island that is no block"
+
+
+def test_blocks_built_alike_share_one_shape() -> None:
+    _, topo = node_of(64)
+    tree = topo.hierarchy
+    assert tree is not None
+    islands = [b for b, block in enumerate(tree.blocks) if len(block.cards) == 8]
+    assert len({tree.shapes[b] for b in islands}) == 1, "every island is alike: one pattern serves all"
+    assert sorted(tree.offsets[b] for b in islands) == list(range(0, 64, 8))
+
+
+def _small_node(numa: list[int], pairs: list[tuple[int, int, LinkKind]]) -> Topology:
+    cards = [Card(f"c{i}", "t", "t", "t", i, numa_node=n) for i, n in enumerate(numa)]
+    return Topology.build(cards, LinkMatrix.from_pairs([(f"c{a}", f"c{b}", Link(k)) for a, b, k in pairs]))
+
+
+SMALL_TREES = {
+    # Two pairs that score alike, only the first a NUMA node (an island): their leftovers differ.
+    "alike-links-other-islands": _small_node([0, 0, 1, 2, 3, 3], [(2, 3, LinkKind.SAME_NUMA)]),
+    # Switch pairs whose cards interleave: blocks that are not consecutive positions.
+    "interleaved": _small_node(
+        [0, 0, 0, 0, 1, 1],
+        [(0, 2, LinkKind.PCIE_SWITCH), (1, 3, LinkKind.PCIE_SWITCH), (4, 5, LinkKind.PCIE_SWITCH)],
+    ),
+}
+
+
+def test_alike_means_the_same_islands_and_consecutive_cards() -> None:
+    tree = SMALL_TREES["alike-links-other-islands"].hierarchy
+    assert tree is not None
+    pairs = [b for b, block in enumerate(tree.blocks) if len(block.cards) == 2]
+    assert [tree.blocks[b].score for b in pairs[:2]] == [20, 20]
+    assert tree.shapes[pairs[0]] != tree.shapes[pairs[1]], "a NUMA node is not alike a pair across two"
+    tree = SMALL_TREES["interleaved"].hierarchy
+    assert tree is not None
+    apart = [b for b, block in enumerate(tree.blocks) if block.cards in ((0, 2), (1, 3))]
+    assert len(apart) == 2 and len({tree.shapes[b] for b in apart}) == 2
+    assert [tree.offsets[b] for b in apart] == [0, 0], "not consecutive: never moved"
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_TREES))
+def test_small_trees_are_exact_for_every_free_set_and_size(name: str) -> None:
+    # One topology across every request, as a pool keeps it: kept tables serve later requests.
+    topo = SMALL_TREES[name]
+    n = len(topo)
+    for mask in range(1, 1 << n):
+        free = tuple(c for c in range(n) if mask >> c & 1)
+        for size in range(1, len(free) + 1):
+            for fixed in ((), free[:1]):
+                request = CardRequest(fixed, free[len(fixed) :], size - len(fixed))
+                objective = Objective(topo, request)
+                best = max(combinations(objective.candidates, request.count), key=objective.key)
+                assert choose(topo, request) == best, (free, size, fixed)

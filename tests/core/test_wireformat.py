@@ -238,13 +238,14 @@ def test_what_the_wire_cannot_carry_is_an_encode_error(message: Any) -> None:
 
 @given(
     runs=st.lists(
-        st.tuples(st.integers(0, 130), st.integers(1, 6), st.sampled_from(["a", "é", "\n", "\x7f"])),
+        st.tuples(st.integers(0, 130), st.integers(1, 40), st.sampled_from(["a", "é", "\n", "\x7f"])),
         max_size=6,
     ),
     must=st.lists(st.text(max_size=3), max_size=2),
 )
 def test_runs_of_ids_decode_as_protobuf_does(runs: list[tuple[int, int, str]], must: list[str]) -> None:
-    """Runs of equal-length ids (the fast path) mixed with others, against upb's decoding."""
+    """Runs of equal-length ids (the fast path) mixed with others, against upb's decoding; runs
+    longer than the first window of ids looked at (16) and shorter ones, one after another."""
     ids = [char * length for length, count, char in runs for _ in range(count)]
     message = api_pb2.ContainerPreferredAllocationRequest(
         available_deviceIDs=ids, must_include_deviceIDs=must, allocation_size=3
