@@ -1,0 +1,140 @@
+"""A simple YAML document's values built straight from libyaml's parser events, without nodes.
+
+libyaml's composer makes a node and two marks for every value, and :mod:`.document` then turns each
+node into its value: more than half the cost of reading a 1,000-pool document. Building the values
+from the parser's events skips the nodes. It is done only for a *simple* document, the kind nearly
+every pool document is: a single document whose values are untagged mappings, lists and scalars
+(strings, and the integers, floats, booleans and nulls the loader's own constructor builds), with
+no anchor or alias, no key that is a collection, a merge key or given twice, within
+:data:`~.limits.MAX_DEPTH` and :data:`~.limits.MAX_NODES`, and no syntax error. For anything else
+:func:`document_from_events` answers :data:`NOT_SIMPLE`, and the caller reads the text the full way,
+which decides and words every error exactly as it always did. So no document reads differently
+through here; a simple one reads faster, a broken one a little slower (it is parsed twice).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
+from yaml.nodes import ScalarNode
+
+from hcs_deviceplugin.pools.limits import MAX_DEPTH, MAX_NODES
+
+NOT_SIMPLE: Any = object()
+"""What :func:`document_from_events` answers for a document it leaves to the full reading."""
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_CONSTRUCTED_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "null"))
+"""Scalar tags built by the loader's constructor here; any other (timestamp, merge key, ...) is not
+simple."""
+_SHARED_TAGS = frozenset(
+    (_STR_TAG, "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null")
+)
+"""Tags whose value one plain text always builds, and which is immutable and compared by value:
+built once per document and shared (a float is not shared, so that two ``.nan`` stay two objects
+as the full reading builds them)."""
+_NO_KEY: Any = object()
+
+
+def document_from_events(loader: Any) -> object:
+    """The value of the single document ``loader`` (libyaml's parser with the strict resolver and
+    constructor of :mod:`.document`) holds, or :data:`NOT_SIMPLE`; ``None`` for an empty stream.
+
+    The loader is left part-read; its owner disposes of it.
+    """
+    try:
+        return _build(loader)
+    except (yaml.YAMLError, ValueError):  # a syntax error, or a scalar its constructor refuses
+        return NOT_SIMPLE
+
+
+def _build(loader: Any) -> object:
+    get = loader.get_event
+    opened = _open_document(get)
+    if opened is not _NO_KEY:
+        return opened
+    resolve = loader.resolve
+    construct = loader.construct_object
+    plain: dict[str, object] = {}  # plain scalar text → its value, for _SHARED_TAGS
+    stack: list[list[Any]] = []  # per open collection: [the collection, its pending key or _NO_KEY]
+    root: object = None
+    nodes = 0
+    while True:
+        event = get()
+        kind = type(event)
+        if kind is ScalarEvent:
+            if event.tag is not None or event.anchor is not None:
+                return NOT_SIMPLE
+            value = plain.get(event.value, _NO_KEY) if event.implicit[0] else _NO_KEY
+            if value is _NO_KEY:
+                value = _scalar(event, plain, resolve, construct)
+                if value is NOT_SIMPLE:
+                    return NOT_SIMPLE
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            if event.tag is not None or event.anchor is not None or len(stack) >= MAX_DEPTH:
+                return NOT_SIMPLE
+            value = {} if kind is MappingStartEvent else []
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            stack.pop()
+            continue
+        elif kind is DocumentEndEvent:
+            return root if type(get()) is StreamEndEvent else NOT_SIMPLE
+        else:  # an alias
+            return NOT_SIMPLE
+        nodes += 1
+        if nodes > MAX_NODES:
+            return NOT_SIMPLE
+        if not stack:
+            root = value
+        else:
+            frame = stack[-1]
+            into = frame[0]
+            if type(into) is list:
+                into.append(value)
+            elif frame[1] is not _NO_KEY:
+                into[frame[1]] = value
+                frame[1] = _NO_KEY
+            elif kind is ScalarEvent and value not in into:
+                frame[1] = value
+            else:  # a collection as a key, or a key given twice
+                return NOT_SIMPLE
+        if kind is not ScalarEvent:
+            stack.append([value, _NO_KEY])
+
+
+def _open_document(get: Any) -> object:
+    """Read up to the first document's content: ``_NO_KEY`` there, ``None`` for an empty stream."""
+    if type(get()) is not StreamStartEvent:
+        return NOT_SIMPLE
+    event = get()
+    if type(event) is StreamEndEvent:
+        return None
+    return _NO_KEY if type(event) is DocumentStartEvent else NOT_SIMPLE
+
+
+def _scalar(event: Any, plain: dict[str, object], resolve: Any, construct: Any) -> object:
+    """The value of a scalar not built before in this document (remembered in ``plain`` where
+    :data:`_SHARED_TAGS` allows), as the loader's resolver and constructor make it, or NOT_SIMPLE."""
+    text = event.value
+    tag = resolve(ScalarNode, text, event.implicit)
+    if tag == _STR_TAG:
+        value: object = text
+    elif tag in _CONSTRUCTED_TAGS:
+        value = construct(ScalarNode(tag, text, event.start_mark, event.end_mark, event.style), deep=True)
+    else:
+        return NOT_SIMPLE
+    if event.implicit[0] and tag in _SHARED_TAGS:
+        plain[text] = value
+    return value
