@@ -374,15 +374,26 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_short(loader_class: Any, text: str) -> object:
+MAX_PLAIN_SCALARS = 4096
+"""Plain scalar texts whose values :data:`_PLAIN_SCALARS` keeps: every key and common value of the
+pool formats, without holding the names and ids of a large document for long."""
+_PLAIN_SCALARS: dict[str, object] = {}
+"""Plain scalar text → its value as the fast loader builds it (:func:`.document_from_events`),
+shared by every document: a thousand DKP ConfigMaps repeat the same keys and values. Emptied when it
+is over :data:`MAX_PLAIN_SCALARS`; single dict operations only, so threads may share it."""
+
+
+def _read_short(text: str) -> object:
     """The single document of an alias-free ``text``: built from libyaml's events when it is simple
     (:mod:`.from_events`), else composed by libyaml, bounded, then built (:func:`_compose_first`)."""
-    loader = loader_class(text)
+    if len(_PLAIN_SCALARS) > MAX_PLAIN_SCALARS:
+        _PLAIN_SCALARS.clear()
+    loader = _FastLoader(text)  # type: ignore[misc]  # only called with libyaml present
     try:
-        value = document_from_events(loader)
+        value = document_from_events(loader, _PLAIN_SCALARS)
     finally:
         loader.dispose()
-    return _compose_first(loader_class, text) if value is NOT_SIMPLE else value
+    return _compose_first(_FastLoader, text) if value is NOT_SIMPLE else value
 
 
 def _compose_first(loader_class: Any, text: str) -> object:
@@ -411,7 +422,7 @@ def _yaml_load(text: str, every: bool) -> list[object]:
     if _FastLoader is not None:
         try:
             if not every and len(text) <= COMPOSE_FIRST_CHARS and "&" not in text and "*" not in text:
-                return [_read_short(_FastLoader, text)]
+                return [_read_short(text)]
             _check_events(yaml.parse(text, Loader=_FastLoader))
             return _run(_FastLoader, text, every)
         except _LimitError:

@@ -43,31 +43,32 @@ _SHARED_TAGS = frozenset(
     (_STR_TAG, "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null")
 )
 """Tags whose value one plain text always builds, and which is immutable and compared by value:
-built once per document and shared (a float is not shared, so that two ``.nan`` stay two objects
+built once and shared (a float is not shared, so that two ``.nan`` stay two objects
 as the full reading builds them)."""
 _NO_KEY: Any = object()
 
 
-def document_from_events(loader: Any) -> object:
+def document_from_events(loader: Any, plain: dict[str, object]) -> object:
     """The value of the single document ``loader`` (libyaml's parser with the strict resolver and
     constructor of :mod:`.document`) holds, or :data:`NOT_SIMPLE`; ``None`` for an empty stream.
 
-    The loader is left part-read; its owner disposes of it.
+    ``plain`` maps plain scalar texts to their values as loaders of this class build them; it is
+    read and filled here, so that a text seen before (a key, ``true``, ``1``) costs one look-up.
+    The owner bounds it. The loader is left part-read; its owner disposes of it.
     """
     try:
-        return _build(loader)
+        return _build(loader, plain)
     except (yaml.YAMLError, ValueError):  # a syntax error, or a scalar its constructor refuses
         return NOT_SIMPLE
 
 
-def _build(loader: Any) -> object:
+def _build(loader: Any, plain: dict[str, object]) -> object:
     get = loader.get_event
     opened = _open_document(get)
     if opened is not _NO_KEY:
         return opened
     resolve = loader.resolve
     construct = loader.construct_object
-    plain: dict[str, object] = {}  # plain scalar text → its value, for _SHARED_TAGS
     stack: list[list[Any]] = []  # per open collection: [the collection, its pending key or _NO_KEY]
     root: object = None
     nodes = 0

@@ -21,7 +21,7 @@ def from_events(text: str) -> object:
     assert document._FastLoader is not None
     loader = document._FastLoader(text)
     try:
-        return document_from_events(loader)
+        return document_from_events(loader, {})
     finally:
         loader.dispose()
 
@@ -102,7 +102,7 @@ def test_a_document_that_is_not_simple_is_left_to_the_full_reading(text: str) ->
 
 def outcome(read: Any, text: str) -> tuple[str, object]:
     try:
-        return "value", repr(read(document._FastLoader, text))
+        return "value", repr(read(text))
     except (yaml.YAMLError, ValueError) as exc:
         return "error", (type(exc), str(exc))
 
@@ -136,4 +136,23 @@ def test_any_text_reads_as_the_composing_reader_reads_it(pieces: list[str]) -> N
     """Mostly broken or odd YAML: each is built the same, or left to the full reading, which then
     gives what it always gave."""
     text = "".join(pieces)
-    assert outcome(document._read_short, text) == outcome(document._compose_first, text)
+    assert outcome(document._read_short, text) == outcome(
+        lambda t: document._compose_first(document._FastLoader, t), text
+    )
+
+
+def test_a_text_quoted_in_one_document_keeps_its_plain_value_in_the_next() -> None:
+    """Plain scalars' values are shared across documents; a quoted one is a string and must not be."""
+    assert document.load_document("a: '1'\nb: 'true'\nc: '~'\n", "first.yaml") == {
+        "a": "1",
+        "b": "true",
+        "c": "~",
+    }
+    assert document.load_document("a: 1\nb: true\nc: ~\n", "second.yaml") == {"a": 1, "b": True, "c": None}
+
+
+def test_the_shared_plain_values_stay_bounded() -> None:
+    for n in range(3):
+        names = "\n".join(f"k{n}-{i}: v{i}" for i in range(document.MAX_PLAIN_SCALARS))
+        document.load_document(names, "many.yaml")
+    assert len(document._PLAIN_SCALARS) <= 3 * document.MAX_PLAIN_SCALARS
