@@ -313,13 +313,14 @@ def plan_changes(running: Mapping[str, DesiredPool], desired: Mapping[str, Desir
     """Pool-by-pool diff: new pools start, vanished ones stop, a changed resource name, unit kind,
     replica count or profile replaces the server, and anything else is an update on the live stream.
     """
-    start = tuple(sorted(set(desired) - set(running)))
-    stop = tuple(sorted(set(running) - set(desired)))
+    start = tuple(sorted(desired.keys() - running.keys()))
+    stop = tuple(sorted(running.keys() - desired.keys()))
     replace: list[str] = []
     update: list[str] = []
-    for name in sorted(set(running) & set(desired)):
+    for name in sorted(running.keys() & desired.keys()):
         old, new = running[name], desired[name]
-        if old.pool.serving_key() != new.pool.serving_key():
+        # One pool object (a parse reuses an unchanged entry's) needs no serving key compared.
+        if old.pool is not new.pool and old.pool.serving_key() != new.pool.serving_key():
             replace.append(name)
         elif old != new:
             update.append(name)
