@@ -69,13 +69,17 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
         return opened
     resolve = loader.resolve
     construct = loader.construct_object
-    stack: list[list[Any]] = []  # per open collection: [the collection, its pending key or _NO_KEY]
     root: object = None
+    into: Any = None  # the collection being filled (None: the root is next)
+    in_list = False
+    key: Any = _NO_KEY  # in a mapping: the key waiting for its value
+    stack: list[tuple[Any, bool]] = []  # the collections around ``into``
     nodes = 0
     while True:
         event = get()
         kind = type(event)
         if kind is ScalarEvent:
+            nodes += 1
             if event.tag is not None or event.anchor is not None:
                 return NOT_SIMPLE
             value = plain.get(event.value, _NO_KEY) if event.implicit[0] else _NO_KEY
@@ -83,36 +87,39 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
                 value = _scalar(event, plain, resolve, construct)
                 if value is NOT_SIMPLE:
                     return NOT_SIMPLE
+            if in_list:
+                into.append(value)
+            elif key is not _NO_KEY:
+                into[key] = value
+                key = _NO_KEY
+            elif into is None:
+                root = value
+            elif value in into:  # a key given twice
+                return NOT_SIMPLE
+            else:
+                key = value
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
             if event.tag is not None or event.anchor is not None or len(stack) >= MAX_DEPTH:
                 return NOT_SIMPLE
+            nodes += 1
             value = {} if kind is MappingStartEvent else []
+            if in_list:
+                into.append(value)
+            elif key is not _NO_KEY:
+                into[key] = value
+                key = _NO_KEY
+            elif into is None:
+                root = value
+            else:  # a collection as a key
+                return NOT_SIMPLE
+            stack.append((into, in_list))
+            into, in_list = value, kind is SequenceStartEvent
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
-            stack.pop()
-            continue
+            into, in_list = stack.pop()
         elif kind is DocumentEndEvent:
-            return root if type(get()) is StreamEndEvent else NOT_SIMPLE
+            return root if nodes <= MAX_NODES and type(get()) is StreamEndEvent else NOT_SIMPLE
         else:  # an alias
             return NOT_SIMPLE
-        nodes += 1
-        if nodes > MAX_NODES:
-            return NOT_SIMPLE
-        if not stack:
-            root = value
-        else:
-            frame = stack[-1]
-            into = frame[0]
-            if type(into) is list:
-                into.append(value)
-            elif frame[1] is not _NO_KEY:
-                into[frame[1]] = value
-                frame[1] = _NO_KEY
-            elif kind is ScalarEvent and value not in into:
-                frame[1] = value
-            else:  # a collection as a key, or a key given twice
-                return NOT_SIMPLE
-        if kind is not ScalarEvent:
-            stack.append([value, _NO_KEY])
 
 
 def _open_document(get: Any) -> object:
