@@ -120,7 +120,33 @@ class _StrictConstructor(SafeConstructor):
             raise ConstructorError(
                 None, None, f"integer of {len(node.value)} characters is too long", node.start_mark
             )
-        return super().construct_yaml_int(node)
+        with _refused_as(node, "an integer"):
+            return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        with _refused_as(node, "a number"):
+            return super().construct_yaml_float(node)
+
+    def construct_yaml_timestamp(self, node: ScalarNode) -> Any:
+        with _refused_as(node, "a date or timestamp"):
+            return super().construct_yaml_timestamp(node)
+
+
+@contextmanager
+def _refused_as(node: ScalarNode, what: str) -> Iterator[None]:
+    """Turn the ``ValueError`` of a stock constructor into a marked YAML error.
+
+    A plain scalar that a resolver takes for a number or a date is built by Python's ``int``,
+    ``float`` or ``datetime``, which refuse some texts the resolvers let through (``0b_``, ``._``,
+    ``2024-13-45``); the error then names the line and column like any other, instead of escaping
+    as a ``ValueError`` no reader expects.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        raise ConstructorError(
+            None, None, f"cannot read {_shown(node.value)} as {what}: {exc}", node.start_mark
+        ) from exc
 
 
 def _shown(key: object) -> str:
@@ -185,6 +211,10 @@ _StrictConstructor.add_constructor(  # type: ignore[type-var]  # the stubs want 
     Resolver.DEFAULT_MAPPING_TAG, _StrictConstructor.construct_mapping
 )
 _StrictConstructor.add_constructor(_INT_TAG, _StrictConstructor.construct_yaml_int)  # type: ignore[type-var]
+_StrictConstructor.add_constructor(_FLOAT_TAG, _StrictConstructor.construct_yaml_float)  # type: ignore[type-var]
+_StrictConstructor.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:timestamp", _StrictConstructor.construct_yaml_timestamp
+)
 
 
 class _BoundedComposer(Composer):

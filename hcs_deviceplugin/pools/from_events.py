@@ -58,7 +58,7 @@ def document_from_events(loader: Any, plain: dict[str, object]) -> object:
     """
     try:
         return _build(loader, plain)
-    except (yaml.YAMLError, ValueError):  # a syntax error, or a scalar its constructor refuses
+    except yaml.YAMLError:  # a syntax error, or a scalar the constructor refuses
         return NOT_SIMPLE
 
 
