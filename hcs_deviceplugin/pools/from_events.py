@@ -45,7 +45,9 @@ _SHARED_TAGS = frozenset(
 """Tags whose value one plain text always builds, and which is immutable and compared by value:
 built once and shared (a float is not shared, so that two ``.nan`` stay two objects
 as the full reading builds them)."""
-_NO_KEY: Any = object()
+_ABSENT: Any = object()
+"""No key waiting for its value; no value known for a text."""
+_AT_CONTENT: Any = object()
 
 
 def document_from_events(loader: Any, plain: dict[str, object]) -> object:
@@ -65,14 +67,14 @@ def document_from_events(loader: Any, plain: dict[str, object]) -> object:
 def _build(loader: Any, plain: dict[str, object]) -> object:
     get = loader.get_event
     opened = _open_document(get)
-    if opened is not _NO_KEY:
+    if opened is not _AT_CONTENT:
         return opened
     resolve = loader.resolve
     construct = loader.construct_object
     root: object = None
     into: Any = None  # the collection being filled (None: the root is next)
     in_list = False
-    key: Any = _NO_KEY  # in a mapping: the key waiting for its value
+    key: Any = _ABSENT  # in a mapping: the key waiting for its value
     stack: list[tuple[Any, bool]] = []  # the collections around ``into``
     nodes = 0
     while True:
@@ -82,16 +84,16 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
             nodes += 1
             if event.tag is not None or event.anchor is not None:
                 return NOT_SIMPLE
-            value = plain.get(event.value, _NO_KEY) if event.implicit[0] else _NO_KEY
-            if value is _NO_KEY:
+            value = plain.get(event.value, _ABSENT) if event.implicit[0] else _ABSENT
+            if value is _ABSENT:
                 value = _scalar(event, plain, resolve, construct)
                 if value is NOT_SIMPLE:
                     return NOT_SIMPLE
             if in_list:
                 into.append(value)
-            elif key is not _NO_KEY:
+            elif key is not _ABSENT:
                 into[key] = value
-                key = _NO_KEY
+                key = _ABSENT
             elif into is None:
                 root = value
             elif value in into:  # a key given twice
@@ -105,9 +107,9 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
             value = {} if kind is MappingStartEvent else []
             if in_list:
                 into.append(value)
-            elif key is not _NO_KEY:
+            elif key is not _ABSENT:
                 into[key] = value
-                key = _NO_KEY
+                key = _ABSENT
             elif into is None:
                 root = value
             else:  # a collection as a key
@@ -123,13 +125,13 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
 
 
 def _open_document(get: Any) -> object:
-    """Read up to the first document's content: ``_NO_KEY`` there, ``None`` for an empty stream."""
+    """Read up to the first document's content: ``_AT_CONTENT`` there, ``None`` for an empty stream."""
     if type(get()) is not StreamStartEvent:
         return NOT_SIMPLE
     event = get()
     if type(event) is StreamEndEvent:
         return None
-    return _NO_KEY if type(event) is DocumentStartEvent else NOT_SIMPLE
+    return _AT_CONTENT if type(event) is DocumentStartEvent else NOT_SIMPLE
 
 
 def _scalar(event: Any, plain: dict[str, object], resolve: Any, construct: Any) -> object:
