@@ -82,7 +82,7 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
         kind = type(event)
         if kind is ScalarEvent:
             nodes += 1
-            if event.tag is not None or event.anchor is not None:
+            if nodes > MAX_NODES or event.tag is not None or event.anchor is not None:
                 return NOT_SIMPLE
             value = plain.get(event.value, _ABSENT) if event.implicit[0] else _ABSENT
             if value is _ABSENT:
@@ -101,9 +101,11 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
             else:
                 key = value
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
-            if event.tag is not None or event.anchor is not None or len(stack) >= MAX_DEPTH:
-                return NOT_SIMPLE
             nodes += 1
+            if nodes > MAX_NODES or event.tag is not None or event.anchor is not None:
+                return NOT_SIMPLE
+            if len(stack) >= MAX_DEPTH:
+                return NOT_SIMPLE
             value = {} if kind is MappingStartEvent else []
             if in_list:
                 into.append(value)
@@ -119,7 +121,7 @@ def _build(loader: Any, plain: dict[str, object]) -> object:
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
             into, in_list = stack.pop()
         elif kind is DocumentEndEvent:
-            return root if nodes <= MAX_NODES and type(get()) is StreamEndEvent else NOT_SIMPLE
+            return root if type(get()) is StreamEndEvent else NOT_SIMPLE
         else:  # an alias
             return NOT_SIMPLE
 

@@ -92,6 +92,7 @@ NOT_SIMPLE_DOCUMENTS = [
     pytest.param("a: [1\n", id="syntax-error"),
     pytest.param("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), id="too-deep"),
     pytest.param("[" + ",".join(["0"] * MAX_NODES) + "]", id="too-many-values"),
+    pytest.param("[" + ",".join(["{}"] * MAX_NODES) + "]", id="too-many-collections"),
 ]
 
 
