@@ -409,20 +409,21 @@ MAX_PLAIN_SCALARS = 4096
 pool formats, without holding the names and ids of a large document for long."""
 _PLAIN_SCALARS: dict[str, object] = {}
 """Plain scalar text → its value as the fast loader builds it (:func:`.document_from_events`),
-shared by every document: a thousand DKP ConfigMaps repeat the same keys and values. Emptied when it
-is over :data:`MAX_PLAIN_SCALARS`; single dict operations only, so threads may share it."""
+shared by every document: a thousand DKP ConfigMaps repeat the same keys and values. Only short
+texts go in, and it is emptied after a document that leaves it over :data:`MAX_PLAIN_SCALARS`, so
+what stays between documents is small; single dict operations only, so threads may share it."""
 
 
 def _read_short(text: str) -> object:
     """The single document of an alias-free ``text``: built from libyaml's events when it is simple
     (:mod:`.from_events`), else composed by libyaml, bounded, then built (:func:`_compose_first`)."""
-    if len(_PLAIN_SCALARS) > MAX_PLAIN_SCALARS:
-        _PLAIN_SCALARS.clear()
     loader = _FastLoader(text)  # type: ignore[misc]  # only called with libyaml present
     try:
         value = document_from_events(loader, _PLAIN_SCALARS)
     finally:
         loader.dispose()
+        if len(_PLAIN_SCALARS) > MAX_PLAIN_SCALARS:
+            _PLAIN_SCALARS.clear()
     return _compose_first(_FastLoader, text) if value is NOT_SIMPLE else value
 
 

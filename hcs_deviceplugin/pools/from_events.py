@@ -45,6 +45,9 @@ _SHARED_TAGS = frozenset(
 """Tags whose value one plain text always builds, and which is immutable and compared by value:
 built once and shared (a float is not shared, so that two ``.nan`` stay two objects
 as the full reading builds them)."""
+MAX_SHARED_CHARS = 64
+"""Longest plain text whose value goes into ``plain``: keys, flags and ids repeat; a long text
+rarely does, and would be held on to."""
 _ABSENT: Any = object()
 """No key waiting for its value; no value known for a text."""
 _AT_CONTENT: Any = object()
@@ -147,6 +150,6 @@ def _scalar(event: Any, plain: dict[str, object], resolve: Any, construct: Any) 
         value = construct(ScalarNode(tag, text, event.start_mark, event.end_mark, event.style), deep=True)
     else:
         return NOT_SIMPLE
-    if event.implicit[0] and tag in _SHARED_TAGS:
+    if event.implicit[0] and tag in _SHARED_TAGS and len(text) <= MAX_SHARED_CHARS:
         plain[text] = value
     return value

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hcs_deviceplugin.pools import document
-from hcs_deviceplugin.pools.from_events import NOT_SIMPLE, document_from_events
+from hcs_deviceplugin.pools.from_events import MAX_SHARED_CHARS, NOT_SIMPLE, document_from_events
 from hcs_deviceplugin.pools.limits import MAX_DEPTH, MAX_NODES
 
 pytestmark = pytest.mark.skipif(document._FastLoader is None, reason="PyYAML without libyaml")
@@ -152,8 +152,11 @@ def test_a_text_quoted_in_one_document_keeps_its_plain_value_in_the_next() -> No
     assert document.load_document("a: 1\nb: true\nc: ~\n", "second.yaml") == {"a": 1, "b": True, "c": None}
 
 
-def test_the_shared_plain_values_stay_bounded() -> None:
-    for n in range(3):
-        names = "\n".join(f"k{n}-{i}: v{i}" for i in range(document.MAX_PLAIN_SCALARS))
-        document.load_document(names, "many.yaml")
-    assert len(document._PLAIN_SCALARS) <= 3 * document.MAX_PLAIN_SCALARS
+def test_the_shared_plain_values_stay_bounded_between_documents() -> None:
+    names = "\n".join(f"k{i}: v{i}" for i in range(document.MAX_PLAIN_SCALARS))
+    document.load_document(names, "many.yaml")
+    assert len(document._PLAIN_SCALARS) <= document.MAX_PLAIN_SCALARS
+    long = "x" * (MAX_SHARED_CHARS + 1)
+    document.load_document(f"{long}: {long[:-1]}\n", "long.yaml")
+    assert long not in document._PLAIN_SCALARS
+    assert long[:-1] in document._PLAIN_SCALARS

@@ -78,11 +78,33 @@ def test_the_sources_parsed_last_are_kept() -> None:
     assert last.previous("c", 0) == {"k": "c"}
 
 
+def test_entries_over_the_character_bound_are_not_kept_nor_the_ones_before() -> None:
+    last: LastParse[str] = LastParse(max_chars=10)
+    last.remember("a", 0, {"12345": "small"})
+    last.remember("b", 0, {"123": "b"})
+    last.remember("a", 0, {"12345678901": "big"})
+    assert last.previous("a", 0) == {}
+    assert last.previous("b", 0) == {"123": "b"}, "another source does not make room for it"
+
+
+def test_the_sources_parsed_last_are_kept_within_the_character_bound() -> None:
+    last: LastParse[str] = LastParse(max_chars=10)
+    last.remember("a", 0, {"1234": "a"})
+    last.remember("b", 0, {"1234": "b"})
+    last.remember("a", 0, {"123": "a again"})  # a's count is replaced, not added to: 7 in all
+    last.remember("c", 0, {"12": "c"})  # 9 in all
+    assert [last.previous(s, 0) for s in "abc"] == [{"123": "a again"}, {"1234": "b"}, {"12": "c"}]
+    last.remember("d", 0, {"12": "d"})  # 11: b, the oldest, goes
+    assert [last.previous(s, 0) for s in "abcd"] == [{"123": "a again"}, {}, {"12": "c"}, {"12": "d"}]
+
+
 def test_forget_drops_everything() -> None:
-    last: LastParse[str] = LastParse()
-    last.remember("a", 0, {"k": "a"})
+    last: LastParse[str] = LastParse(max_chars=10)
+    last.remember("a", 0, {"123456789": "a"})
     last.forget()
     assert last.previous("a", 0) == {}
+    last.remember("b", 0, {"123456789": "b"})
+    assert last.previous("b", 0) == {"123456789": "b"}, "forgotten characters no longer count"
 
 
 def test_an_unchanged_entry_is_the_pool_of_the_previous_parse() -> None:
