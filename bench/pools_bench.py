@@ -5,7 +5,9 @@ which is what a ConfigMap change costs the daemon before any gRPC happens:
 
 * **native, 1,000 pools in one ConfigMap** (cluster-wide: 16 of them name this node's cards, the
   rest other nodes'). Each sample changes one pool, so the whole document is parsed again, as the
-  aggregator must: the object changed.
+  aggregator must: the object changed. Its entries written as in the sample before are not checked
+  again (``pools/reuse.py``), as in the daemon, whose previous parse of the source is the version
+  before: two entries differ from it per sample (the pool changed now and the one changed before).
 * **DKP, 1,000 per-pool ConfigMaps, one changes** (the control plane's layout): the aggregator gets
   the complete list, re-parses only the changed object and re-merges.
 * **DKP, 1,000 per-pool ConfigMaps, cold** (start-up, or a re-list after the watch expired with

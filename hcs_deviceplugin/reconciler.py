@@ -99,13 +99,17 @@ def effective_health(device_id: str, default: Health, health: Mapping[str, Healt
 class _CardIndex:
     """This node's cards by each exact identity a selector can name, so that a selector costs one
     dict lookup rather than a scan over the cards: 1,000 pools × 16 cards was 16,000 matches per
-    reconcile. Only ``pattern`` (a substring match) still scans. Agrees with :func:`selector_matches`,
-    which stays the definition (a property test holds the two together).
+    reconcile. A ``pattern`` (a substring match) scans, unless it has no wildcard and is not found
+    in all the card ids together: a DKP pool's pattern is one card's UUID, most of them another
+    node's. Agrees with :func:`selector_matches`, which stays the definition (a property test holds
+    the two together).
     """
 
     def __init__(self, cards: tuple[Card, ...], node_name: str) -> None:
         self.cards = cards
         self.node_name = node_name
+        # A literal pattern in a card's id is in this; one in this may still span two ids.
+        self.all_ids = "\n".join(card.id for card in cards)
         self.by_uuid: dict[str, list[int]] = {}
         self.by_inventory_id: dict[str, list[int]] = {}
         self.by_pci_address: dict[str, list[int]] = {}
@@ -126,6 +130,8 @@ class _CardIndex:
         if selector.pci_address is not None:
             return self.by_pci_address.get(selector.pci_address.lower(), [])
         if selector.pattern is not None:
+            if "*" not in selector.pattern and selector.pattern not in self.all_ids:
+                return []
             return [n for n, card in enumerate(self.cards) if pattern_matches(selector.pattern, card.id)]
         return []
 
@@ -313,13 +319,14 @@ def plan_changes(running: Mapping[str, DesiredPool], desired: Mapping[str, Desir
     """Pool-by-pool diff: new pools start, vanished ones stop, a changed resource name, unit kind,
     replica count or profile replaces the server, and anything else is an update on the live stream.
     """
-    start = tuple(sorted(set(desired) - set(running)))
-    stop = tuple(sorted(set(running) - set(desired)))
+    start = tuple(sorted(desired.keys() - running.keys()))
+    stop = tuple(sorted(running.keys() - desired.keys()))
     replace: list[str] = []
     update: list[str] = []
-    for name in sorted(set(running) & set(desired)):
+    for name in sorted(running.keys() & desired.keys()):
         old, new = running[name], desired[name]
-        if old.pool.serving_key() != new.pool.serving_key():
+        # One pool object (a parse reuses an unchanged entry's) needs no serving key compared.
+        if old.pool is not new.pool and old.pool.serving_key() != new.pool.serving_key():
             replace.append(name)
         elif old != new:
             update.append(name)

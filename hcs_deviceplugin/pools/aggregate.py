@@ -329,6 +329,9 @@ class PoolAggregator:
             state.good, state.errors = outcome, ()
             return
         state.errors = errors_of(state.parsed.source, outcome)
+        # The failure's traceback reaches this frame: kept here it would make a cycle holding the
+        # object (a 1 MiB hostile text, say) until the next full collection.
+        del outcome
         if state.good is not None:
             log.warning(
                 "%s is invalid; keeping its last good version (pools: %s)",

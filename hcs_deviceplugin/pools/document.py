@@ -21,11 +21,13 @@ memory or CPU out of proportion to its size:
 With libyaml present (PyYAML's wheels carry it), the document is first scanned as a stream of C
 events for those bounds and then built by libyaml's composer: five times faster than pure Python on
 a megabyte. A document of up to :data:`COMPOSE_FIRST_CHARS` with no ``&`` or ``*`` anywhere (so no
-anchor or alias) skips the event scan: libyaml composes it at once, the bounds are checked on the
-composed nodes (counted per collection; a document beyond them is walked again in document order for
-the same error at the same place), and plain strings, lists and
-mappings are built in one pass rather than through PyYAML's generic constructor (about 40 % less
-CPU for a 1,000-pool document). A document libyaml finds invalid is read again by the pure-Python
+anchor or alias) skips the event scan. When it is simple (untagged values, no duplicate or complex
+key, within the bounds: nearly every pool document), its values are built straight from libyaml's
+parser events, with no nodes at all (:mod:`.from_events`; half the CPU of composing a 1,000-pool
+document). Otherwise libyaml composes it at once, the bounds are checked on the composed nodes
+(counted per collection; a document beyond them is walked again in document order for the same
+error at the same place), and plain strings, lists and mappings are built in one pass rather than
+through PyYAML's generic constructor. A document libyaml finds invalid is read again by the pure-Python
 loader (which checks the same bounds as it composes), so syntax errors are worded as they always
 were, unless it is longer than :data:`PYTHON_WORDING_CHARS`; then libyaml's words are kept, since
 reading it again would cost seconds.
@@ -51,6 +53,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
+from hcs_deviceplugin.pools.from_events import NOT_SIMPLE, document_from_events
 from hcs_deviceplugin.pools.limits import MAX_DEPTH, MAX_NODES, oversize, too_big_message
 
 Syntax = Literal["yaml", "json"]
@@ -117,7 +120,33 @@ class _StrictConstructor(SafeConstructor):
             raise ConstructorError(
                 None, None, f"integer of {len(node.value)} characters is too long", node.start_mark
             )
-        return super().construct_yaml_int(node)
+        with _refused_as(node, "an integer"):
+            return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        with _refused_as(node, "a number"):
+            return super().construct_yaml_float(node)
+
+    def construct_yaml_timestamp(self, node: ScalarNode) -> Any:
+        with _refused_as(node, "a date or timestamp"):
+            return super().construct_yaml_timestamp(node)
+
+
+@contextmanager
+def _refused_as(node: ScalarNode, what: str) -> Iterator[None]:
+    """Turn the ``ValueError`` of a stock constructor into a marked YAML error.
+
+    A plain scalar that a resolver takes for a number or a date is built by Python's ``int``,
+    ``float`` or ``datetime``, which refuse some texts the resolvers let through (``0b_``, ``._``,
+    ``2024-13-45``); the error then names the line and column like any other, instead of escaping
+    as a ``ValueError`` no reader expects.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        raise ConstructorError(
+            None, None, f"cannot read {_shown(node.value)} as {what}: {exc}", node.start_mark
+        ) from exc
 
 
 def _shown(key: object) -> str:
@@ -182,6 +211,10 @@ _StrictConstructor.add_constructor(  # type: ignore[type-var]  # the stubs want 
     Resolver.DEFAULT_MAPPING_TAG, _StrictConstructor.construct_mapping
 )
 _StrictConstructor.add_constructor(_INT_TAG, _StrictConstructor.construct_yaml_int)  # type: ignore[type-var]
+_StrictConstructor.add_constructor(_FLOAT_TAG, _StrictConstructor.construct_yaml_float)  # type: ignore[type-var]
+_StrictConstructor.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:timestamp", _StrictConstructor.construct_yaml_timestamp
+)
 
 
 class _BoundedComposer(Composer):
@@ -371,6 +404,29 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+MAX_PLAIN_SCALARS = 4096
+"""Plain scalar texts whose values :data:`_PLAIN_SCALARS` keeps: every key and common value of the
+pool formats, without holding the names and ids of a large document for long."""
+_PLAIN_SCALARS: dict[str, object] = {}
+"""Plain scalar text → its value as the fast loader builds it (:func:`.document_from_events`),
+shared by every document: a thousand DKP ConfigMaps repeat the same keys and values. Only short
+texts go in, and it is emptied after a document that leaves it over :data:`MAX_PLAIN_SCALARS`, so
+what stays between documents is small; single dict operations only, so threads may share it."""
+
+
+def _read_short(text: str) -> object:
+    """The single document of an alias-free ``text``: built from libyaml's events when it is simple
+    (:mod:`.from_events`), else composed by libyaml, bounded, then built (:func:`_compose_first`)."""
+    loader = _FastLoader(text)  # type: ignore[misc]  # only called with libyaml present
+    try:
+        value = document_from_events(loader, _PLAIN_SCALARS)
+    finally:
+        loader.dispose()
+        if len(_PLAIN_SCALARS) > MAX_PLAIN_SCALARS:
+            _PLAIN_SCALARS.clear()
+    return _compose_first(_FastLoader, text) if value is NOT_SIMPLE else value
+
+
 def _compose_first(loader_class: Any, text: str) -> object:
     """The single document of an alias-free ``text``: composed by libyaml, bounded, then built."""
     loader = loader_class(text)
@@ -397,7 +453,7 @@ def _yaml_load(text: str, every: bool) -> list[object]:
     if _FastLoader is not None:
         try:
             if not every and len(text) <= COMPOSE_FIRST_CHARS and "&" not in text and "*" not in text:
-                return [_compose_first(_FastLoader, text)]
+                return [_read_short(text)]
             _check_events(yaml.parse(text, Loader=_FastLoader))
             return _run(_FastLoader, text, every)
         except _LimitError:
@@ -499,7 +555,8 @@ def _too_deep(source: str) -> ConfigError:
     return ConfigError(source, DOCUMENT_PATH, f"refused: {_depth_problem()}")
 
 
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_NOT_BRACKET_BYTES = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_OPENING_BYTES = b"[{"
 
 
 def _flow_too_deep(text: str) -> bool:
@@ -508,17 +565,19 @@ def _flow_too_deep(text: str) -> bool:
     PyYAML's scanner re-checks every open flow level on every token, and scans up to 1,024
     characters ahead for a simple key, so ``[`` repeated a few thousand times costs seconds before
     the composer sees a single level: refuse it up front. Brackets inside quoted strings count too,
-    so a (pathological) string of a hundred unbalanced brackets is refused as well.
+    so a (pathological) string of a hundred unbalanced brackets is refused as well. The brackets are
+    picked out of the UTF-8 bytes (where no other character has an ASCII byte) in one C pass, so
+    only they are looped over.
     """
     if text.count("[") + text.count("{") <= MAX_FLOW_DEPTH:
         return False
     depth = 0
-    for char in _NOT_BRACKETS.sub("", text):  # the loop runs over the brackets alone
-        if char in "[{":
+    for byte in text.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKET_BYTES):
+        if byte in _OPENING_BYTES:
             depth += 1
             if depth > MAX_FLOW_DEPTH:
                 return True
-        elif char in "]}" and depth:
+        elif depth:
             depth -= 1
     return False
 

@@ -59,6 +59,7 @@ from hcs_deviceplugin.pools.names import (
     validate_pool_name,
 )
 from hcs_deviceplugin.pools.quantity import parse_bytes
+from hcs_deviceplugin.pools.reuse import LastParse, entry_key
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
 DEVICE_KEYS = (*IDENTITY_KEYS, "node")
 
 PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+
+LAST_PARSE: LastParse[Pool] = LastParse()
+"""Each source's pools of its last parse by entry (:mod:`.reuse`): a change re-checks only the
+entries it changed."""
 
 
 def _device(entry: object, path: str, report: Report) -> DeviceSelector | None:
@@ -495,9 +500,16 @@ def parse_native_data(document: object, source: str) -> list[Pool]:
     pools: list[Pool] = []
     first_index: dict[str, int] = {}
     resource_index: dict[str, int] = {}
+    previous = LAST_PARSE.previous(source, prefixes)
+    checked: dict[str, Pool] = {}
     for index, raw_pool in enumerate(pools_list):
         path = item("pools", index)
-        pool = _pool(raw_pool, path, prefixes, source, report)
+        key = entry_key(raw_pool)
+        pool = previous.get(key)
+        if pool is None:
+            pool = _pool(raw_pool, path, prefixes, source, report)
+        if pool is not None:
+            checked[key] = pool
         name = raw_pool.get("name") if isinstance(raw_pool, Mapping) else None
         if isinstance(name, str) and name:
             if name in first_index:
@@ -517,6 +529,7 @@ def parse_native_data(document: object, source: str) -> list[Pool]:
             )
             continue
         pools.append(pool)
+    LAST_PARSE.remember(source, prefixes, checked)
     if report.errors:
         raise ConfigErrors(report.errors)
     return pools
@@ -536,6 +549,8 @@ def parse_native(text: str, source: str, syntax: Syntax = "yaml") -> list[Pool]:
 
     Raises :class:`ConfigErrors` with every problem found, each with the field path. Cards listed in
     two pools are not an error here (use :func:`~hcs_deviceplugin.pools.conflicts.find_conflicts`).
+    An entry written exactly as in the previous parse of ``source`` is not checked again: its pool
+    is the one that parse built (:data:`LAST_PARSE`).
     """
     with collector_paused():  # the document and its pools are built, nothing is freed meanwhile
         return parse_native_data(load_document(text, source, syntax), source)

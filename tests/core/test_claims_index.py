@@ -47,7 +47,7 @@ selectors = st.builds(
     inventory_id=st.none() | inventory_ids,
     pci_address=st.none() | pcis,
     node=st.none() | st.sampled_from([NODE, "other"]),
-    pattern=st.none() | st.sampled_from(["GPU-1", "GPU-*", "*2", "x"]),
+    pattern=st.none() | st.sampled_from(["GPU-1", "GPU-*", "*2", "x", "1\nGPU", "2\n", ""]),
 )
 poolsets = st.lists(st.lists(selectors, max_size=3), max_size=4).map(
     lambda lists: PoolSet(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 
 import pytest
@@ -283,3 +285,21 @@ def test_concurrent_sources_end_in_the_state_of_the_last_update(recorder: Record
         thread.join(timeout=10)
     assert slices(aggregator.current) == {"f": 50, "g": 50}
     assert recorder.calls[-1][0] == aggregator.current, "notifications arrive in the order states were made"
+
+
+def test_a_refused_object_is_freed_when_it_goes_without_the_cycle_collector() -> None:
+    """The parse failure's traceback reaches the aggregator's frames; kept in one of them it would
+    make a cycle holding the object (a 1 MiB hostile text, say) until a full collection."""
+    aggregator = PoolAggregator(lambda pools, errors: None)
+    obj = broken("bad")
+    gone = weakref.ref(obj)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        aggregator.update("api", [obj])
+        aggregator.update("api", [])
+        del obj
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -66,3 +66,25 @@ def test_a_document_of_exactly_the_node_limit_gets_past_the_bounds() -> None:
     at_limit = "[{" + ",".join(["a"] * ((MAX_NODES - 2) // 2)) + "}]\n"
     assert "duplicate key" in fast_error(at_limit)
     assert fast_error(at_limit.replace("[", "[0,", 1)).startswith("refused at line ")
+
+
+DEPTH = document.MAX_FLOW_DEPTH
+
+
+@pytest.mark.parametrize(
+    ("text", "too_deep"),
+    [
+        pytest.param("[" * DEPTH + "]" * DEPTH, False, id="at-the-limit"),
+        pytest.param("[" * (DEPTH + 1), True, id="one-over-unclosed"),
+        pytest.param("{" * (DEPTH // 2) + "[" * (DEPTH // 2 + 1), True, id="both-kinds-over"),
+        pytest.param("[]" * (DEPTH * 10), False, id="many-but-shallow"),
+        pytest.param("]" * DEPTH + "[" * DEPTH, False, id="unmatched-closers-do-not-go-below-zero"),
+        pytest.param("é[" * (DEPTH + 1), True, id="brackets-between-non-ascii-characters"),
+        pytest.param("\ud800[" * (DEPTH + 1), True, id="brackets-between-lone-surrogates"),
+        pytest.param("'" + "[" * (DEPTH + 1) + "'", True, id="inside-a-quoted-string-counts-too"),
+        pytest.param("[" * DEPTH + "]" + "[", False, id="closed-one-then-opened-one"),
+        pytest.param("[" * DEPTH + "x" + "[", True, id="a-character-between-is-no-closer"),
+    ],
+)
+def test_flow_depth_is_counted_over_the_brackets_alone(text: str, too_deep: bool) -> None:
+    assert document._flow_too_deep(text) is too_deep

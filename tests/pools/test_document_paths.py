@@ -80,6 +80,9 @@ def test_alias_free_documents_read_the_same_as_the_pure_python_loader(value: obj
         "[1, [2, {a: [3, 4]}], {b: c, ? [x]: y}]\n",  # an unhashable key: the constructor's words
         "a: 0x1F\nb: 0b101\nc: 1_000\nd: 1:30\ne: 2001-12-14\nf: !!binary aGk=\ng: ~\n",  # tags
         "a: " + "9" * (document.MAX_INT_CHARS + 1) + "\n",  # an integer too long
+        "a: 0b_\nb: 1\n",  # an integer int() refuses
+        "a: [._]\n",  # a number float() refuses
+        "a: {b: 2024-13-45}\n",  # a date datetime refuses
     ],
 )
 def test_the_compose_first_path_gives_the_same_value_or_error(text: str) -> None:

@@ -499,3 +499,24 @@ def test_replica_placement_rejects_other_values(value: str) -> None:
 def test_replica_placement_defaults_to_spread() -> None:
     (pool,) = parse_native("version: v1\npools:\n  - name: a\n", "pools.yaml")
     assert pool.replica_placement == "spread"
+
+
+@pytest.mark.parametrize(
+    ("value", "what", "column"),
+    [
+        pytest.param("2024-13-45", "as a date or timestamp: month must be in 1..12", 11, id="date"),
+        pytest.param("0b_", "as an integer", 11, id="binary-integer"),
+        pytest.param("0x_", "as an integer", 11, id="hex-integer"),
+        pytest.param("._", "as a number", 11, id="number"),
+    ],
+)
+def test_a_scalar_python_cannot_build_is_a_yaml_error_at_its_place(
+    value: str, what: str, column: int
+) -> None:
+    """The resolvers take these for a number or a date, and Python refuses to build them: the
+    document is refused with the place and the value, not a ValueError escaping the parser."""
+    with pytest.raises(ConfigErrors) as caught:
+        parse_native(f"version: v1\npools:\n  - name: {value}\n", SOURCE)
+    [error] = caught.value.errors
+    assert error.path == "<document>"
+    assert f"line 3, column {column}: cannot read {value!r} {what}" in error.message
