@@ -1,6 +1,6 @@
 """Pool config at cluster scale: parse + merge + reconcile diff for 1,000 pools on a 16-card node.
 
-Three measurements, each from text to the reconciler's plan (``desired_state`` + ``plan_changes``),
+Four measurements, each from text to the reconciler's plan (``desired_state`` + ``plan_changes``),
 which is what a ConfigMap change costs the daemon before any gRPC happens:
 
 * **native, 1,000 pools in one ConfigMap** (cluster-wide: 16 of them name this node's cards, the
@@ -8,6 +8,8 @@ which is what a ConfigMap change costs the daemon before any gRPC happens:
   aggregator must: the object changed. Its entries written as in the sample before are not checked
   again (``pools/reuse.py``), as in the daemon, whose previous parse of the source is the version
   before: two entries differ from it per sample (the pool changed now and the one changed before).
+* **native, the same with no previous parse** (a new source, or the daemon's first read): every
+  entry is checked.
 * **DKP, 1,000 per-pool ConfigMaps, one changes** (the control plane's layout): the aggregator gets
   the complete list, re-parses only the changed object and re-merges.
 * **DKP, 1,000 per-pool ConfigMaps, cold** (start-up, or a re-list after the watch expired with
@@ -29,6 +31,7 @@ from bench.common import Result, headline, short
 from hcs_deviceplugin.model import Card, Inventory, PoolSet
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.formats import parse_configmap, parse_configmap_located
+from hcs_deviceplugin.pools.native import LAST_PARSE
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 from hcs_deviceplugin.reconciler import DesiredPool, desired_state, plan_changes
 
@@ -118,6 +121,21 @@ def bench_native(samples: int) -> tuple[Result, Result]:
     return results(f"native: {POOLS} pools in 1 ConfigMap, 1 changes", timed(samples, step))
 
 
+def bench_native_cold(samples: int) -> tuple[Result, Result]:
+    """The same document with nothing remembered from a previous parse: every entry checked."""
+    inv = inventory()
+    running = diff(PoolSet(tuple(parse_configmap(native_configmap(-1, 1)))), inv, {})
+    changed = [native_configmap(i % POOLS, 8 + i % 2) for i in range(samples)]
+
+    def step(i: int) -> None:
+        nonlocal running
+        LAST_PARSE.forget()
+        pools = PoolSet(tuple(parse_configmap(changed[i])))
+        running = diff(pools, inv, running)
+
+    return results(f"native: {POOLS} pools in 1 ConfigMap, no previous parse", timed(samples, step))
+
+
 def bench_dkp_incremental(samples: int) -> tuple[Result, Result]:
     inv = inventory()
     objects = [dkp_configmap(n, 1 + n % 4) for n in range(POOLS)]
@@ -157,15 +175,17 @@ def bench_dkp_cold(samples: int) -> tuple[Result, Result]:
 def run(samples: int = 20) -> list[str]:
     """Two lines per measurement (wall, CPU), as ``python -m bench --only pools`` prints them."""
     native = bench_native(samples)
+    native_cold = bench_native_cold(samples)
     incremental = bench_dkp_incremental(samples * 5)
     cold = bench_dkp_cold(max(5, samples // 4))
     for (wall, cpu), what, target in (
         (native, f"pools: native, {POOLS} pools in 1 ConfigMap, parse + diff", "target ≤ 50 ms"),
+        (native_cold, f"pools: native, {POOLS} pools, no previous parse to reuse", "target ≤ 50 ms"),
         (incremental, f"pools: DKP, {POOLS} ConfigMaps, one changes", ""),
         (cold, f"pools: DKP, {POOLS} ConfigMaps, cold", "target ≤ 300 ms"),
     ):
         headline(f"{what} (median wall, CPU)", f"{short(wall.median)}, {short(cpu.median)}", target)
-    return [r.line() for pair in (native, incremental, cold) for r in pair]
+    return [r.line() for pair in (native, native_cold, incremental, cold) for r in pair]
 
 
 if __name__ == "__main__":
