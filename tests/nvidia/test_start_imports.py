@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
+
+import pytest
+
+from tests.nvidia.conftest import Harness
+from vendors.nvidia.fake.node import dgx_h100_node, mig_node
 
 NOT_AT_START = ("uuid",)
 """Only Allocate's ``cdi-annotations`` key needs ``uuid`` (and its C module): no start allocates."""
@@ -24,3 +30,49 @@ def test_loading_the_backend_leaves_out_what_only_allocate_needs() -> None:
     loaded = json.loads(out.stdout.splitlines()[-1])
     assert "vendors.nvidia.edits" in loaded
     assert [m for m in loaded if m in NOT_AT_START] == []
+
+
+DISCOVERY_PROBE = """
+import json, sys, threading
+from pathlib import Path
+from hcs_deviceplugin.backend import BackendConfig
+from vendors.nvidia.backend import create_backend
+
+config = BackendConfig(host_root=Path(sys.argv[1]), options={"library": sys.argv[2]}, stop=threading.Event())
+with create_backend(config) as backend:
+    inventory = backend.discover()
+print(json.dumps({"partitions": len(inventory.partitions), "modules": sorted(sys.modules)}))
+"""
+
+MIG_ONLY = "vendors.nvidia.mig"
+"""MIG profile tables and device readers: loaded by discovery only for a card in MIG mode, and by
+the first MIG layout (``partition``), so a node without MIG never pays for them."""
+
+
+def discovered_with(nvidia: Harness, description: Mapping[str, object]) -> tuple[int, list[str]]:
+    """Discover ``description`` in a fresh interpreter: (partitions found, modules loaded)."""
+    node = nvidia.node(description)
+    out = subprocess.run(
+        [sys.executable, "-c", DISCOVERY_PROBE, str(node.host_root), str(nvidia.lib)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    found = json.loads(out.stdout.splitlines()[-1])
+    return found["partitions"], found["modules"]
+
+
+@pytest.mark.parametrize(
+    ("description", "partitions", "mig_loaded"),
+    [
+        pytest.param(dgx_h100_node(), 0, False, id="no-card-in-mig-mode"),
+        pytest.param(mig_node(), 11, True, id="cards-in-mig-mode"),
+    ],
+)
+def test_discovery_loads_the_mig_readers_only_for_a_card_in_mig_mode(
+    nvidia: Harness, description: Mapping[str, object], partitions: int, mig_loaded: bool
+) -> None:
+    found, loaded = discovered_with(nvidia, description)
+    assert found == partitions
+    assert (MIG_ONLY in loaded) is mig_loaded

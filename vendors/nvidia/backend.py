@@ -47,7 +47,7 @@ from hcs_deviceplugin.model import (
     SharingRequest,
     Unit,
 )
-from vendors.nvidia import discovery, edits, mig, mps, nvml
+from vendors.nvidia import discovery, edits, mps, nvml
 from vendors.nvidia.health import HealthMonitor, HealthSettings, XidPolicy
 
 log = logging.getLogger(__name__)
@@ -269,6 +269,8 @@ class NvidiaBackend:
         """Fill ``card`` with ``count`` MIG devices of ``profile`` (see :func:`mig.fill_card`)."""
         if card.backend != self.name:
             raise NotSupportedError(f"card {card.id} belongs to backend {card.backend}, not nvidia")
+        from vendors.nvidia import mig  # loaded by the first layout, not by every start
+
         with self._nvml_lock:
             mig.fill_card(card, profile, count)
         inventory = self.discover()
