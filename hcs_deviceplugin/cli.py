@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import select
 import signal
 import socket
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hcs_deviceplugin import __version__, envflags
 from hcs_deviceplugin.backend import available_backend_names
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.logsetup import LOG_LEVELS, configure_logging
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_label_key
 
@@ -42,7 +42,7 @@ DEFAULT_STATE_DIR = Path("/var/lib/hcs-deviceplugin")
 DEFAULT_CDI_DIR = "/var/run/cdi"
 DEFAULT_DRA_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
 DEFAULT_DRA_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_SUBDOMAIN = LazyPattern(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SIMULATED_BACKEND = "simulated"
 PROG = "hcs-deviceplugin"
 EXIT_USAGE = 2

@@ -50,6 +50,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.limits import MAX_DEPTH, MAX_NODES, oversize, too_big_message
 
@@ -499,7 +500,7 @@ def _too_deep(source: str) -> ConfigError:
     return ConfigError(source, DOCUMENT_PATH, f"refused: {_depth_problem()}")
 
 
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_NOT_BRACKETS = LazyPattern(r"[^\[\]{}]+")
 
 
 def _flow_too_deep(text: str) -> bool:

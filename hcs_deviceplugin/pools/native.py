@@ -32,10 +32,10 @@ Choices where POOLS.md is silent (kept here so that users and tests agree):
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, PoolApi, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
 from hcs_deviceplugin.pools.delivery import DELIVERIES
@@ -96,12 +96,12 @@ POOL_KEYS = (
 )
 DEFAULT_SHARING = "timeSlicing"
 """``sharing`` spelled out for the default: replicas time-slice the card, nothing enforces a share."""
-SHARING_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
+SHARING_RE = LazyPattern(r"[a-z][a-z0-9-]{0,31}")
 REPLICA_PLACEMENTS = ("spread", "pack")
 IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
 DEVICE_KEYS = (*IDENTITY_KEYS, "node")
 
-PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+PCI_ADDRESS_RE = LazyPattern(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
 
 
 def _device(entry: object, path: str, report: Report) -> DeviceSelector | None:

@@ -155,3 +155,49 @@ def test_a_default_start_loads_neither_openssl_digests_nor_platform() -> None:
     loaded = set(json.loads(out.stdout))
     assert "hcs_deviceplugin.cdi.files" in loaded
     assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+PATTERN_PROBE = """
+import json, re, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+compiled = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, re.Pattern)
+)
+print(json.dumps(compiled))
+"""
+
+COMPILED_AT_IMPORT = {
+    "hcs_deviceplugin.cdi.names._CLASS_NAME",
+    "hcs_deviceplugin.cdi.names._DEVICE_NAME",
+    "hcs_deviceplugin.model._NON_LABEL",
+    "hcs_deviceplugin.observability.exposition._LABEL_NAME",
+    "hcs_deviceplugin.observability.exposition._METRIC_NAME",
+    "hcs_deviceplugin.observability.nodelabels._NAME",
+    "hcs_deviceplugin.pools.names._DNS1123_LABEL_RE",
+    "hcs_deviceplugin.pools.names._DNS1123_SUBDOMAIN_RE",
+    "hcs_deviceplugin.pools.names._QUALIFIED_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.ALLOWLIST_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.DKP_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.NODEGROUP_NAME_RE",
+    "hcs_deviceplugin.rpc.http2._FIELD_NAME",
+    "hcs_deviceplugin.rpc.http2._FIELD_VALUE",
+}
+"""The module-level patterns every default start uses before its pools stream (names of pools and
+ConfigMaps, CDI names, metric names, HTTP/2 header checks), so compiling them at import costs
+nothing extra. Any other pattern on the start path is a :class:`~hcs_deviceplugin.lazyre.LazyPattern`,
+compiled when first used (a PCI address in a pool, a DRA driver name, a label to clean, MIG minors)."""
+
+
+def test_a_start_compiles_at_import_only_the_patterns_every_start_uses() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PATTERN_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "hcs_deviceplugin.rpc.http2._FIELD_NAME" in compiled  # the probe did load the start path
+    assert sorted(compiled - COMPILED_AT_IMPORT) == []
