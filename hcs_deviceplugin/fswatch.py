@@ -53,7 +53,7 @@ DIRECTORY_EVENTS = (
 _EVENT_HEADER = struct.Struct("iIII")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class FsEvent:
     """One inotify event: the name inside the watched directory ("" for the directory itself)."""
 

@@ -30,7 +30,7 @@ def _frozen(mapping: Mapping[str, object] | None = None) -> Mapping[str, object]
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Transition:
     """A card or partition whose health changed in this fold (logged and counted by the caller)."""
 

@@ -64,7 +64,7 @@ class RegistrationStatus(enum.StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Backoff:
     """Exponential back-off for registration retries, in seconds."""
 
@@ -76,7 +76,7 @@ class Backoff:
         return min(current * self.factor, self.maximum)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class ServerStatus:
     """What the daemon's report and metrics need to know about one server."""
 

@@ -41,7 +41,7 @@ class Answer:
     response: Encoded
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Snapshot:
     """The pool definition and units at one version, with the topology precomputed for them."""
 

@@ -52,7 +52,7 @@ def is_pool_file_name(name: str) -> bool:
     return not name.startswith(".") and os.path.splitext(name)[1] in NATIVE_SUFFIXES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Listing:
     """What a pools directory holds: top-level pool files and mounted-ConfigMap sub-directories."""
 

@@ -216,7 +216,7 @@ class _EarlierEntries:
             claims.first_on.setdefault(key.node, index)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Prefixes:
     """The resource domains of the document, or ``None`` where the prefix is unusable."""
 

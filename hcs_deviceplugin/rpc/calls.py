@@ -151,7 +151,7 @@ class CallContext:
                 log.exception("callback of %s failed", self.method)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class Unary:
     """A unary method: ``parse`` reads the request bytes, ``handle`` answers it.
 
@@ -166,7 +166,7 @@ class Unary:
     blocking: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class ServerStream:
     """A server-streaming method: ``handle`` yields the responses."""
 

@@ -108,7 +108,7 @@ def parse_edit_options(options: Mapping[str, str] | None, base: EditOptions | No
     return result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Target:
     """One distinct card or MIG device a request touches."""
 
