@@ -76,3 +76,43 @@ def test_discovery_loads_the_mig_readers_only_for_a_card_in_mig_mode(
     found, loaded = discovered_with(nvidia, description)
     assert found == partitions
     assert [m in loaded for m in MIG_ONLY] == [mig_loaded] * len(MIG_ONLY)
+
+
+SHARING_PROBE = """
+import json, sys, threading
+from pathlib import Path
+from hcs_deviceplugin.backend import BackendConfig, configure_sharing
+from hcs_deviceplugin.model import SharingRequest
+from vendors.nvidia.backend import create_backend
+
+config = BackendConfig(host_root=Path(sys.argv[1]), options={"library": sys.argv[2]}, stop=threading.Event())
+with create_backend(config) as backend:
+    card = backend.discover().cards[0].id
+    modes = json.loads(sys.argv[3])
+    configure_sharing("nvidia", backend, {card: SharingRequest(card, mode, 2) for mode in modes})
+    loaded = sorted(sys.modules)
+    config.stop.set()
+print(json.dumps(loaded))
+"""
+
+MPS_ONLY = "vendors.nvidia.mps"
+"""The MPS supervisor and client settings: loaded by the first card the core asks to share by MPS."""
+
+
+@pytest.mark.parametrize(
+    ("modes", "mps_loaded"),
+    [
+        pytest.param([], False, id="nothing-shared"),
+        pytest.param(["timeSlicing"], False, id="time-sliced"),
+        pytest.param(["mps"], True, id="shared-by-mps"),
+    ],
+)
+def test_the_mps_supervisor_is_loaded_by_the_first_mps_request(
+    nvidia: Harness, modes: list[str], mps_loaded: bool
+) -> None:
+    node = nvidia.node(dgx_h100_node())
+    command = [sys.executable, "-c", SHARING_PROBE, str(node.host_root), str(nvidia.lib), json.dumps(modes)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    loaded = json.loads(out.stdout.splitlines()[-1])
+    assert "vendors.nvidia.backend" in loaded
+    assert (MPS_ONLY in loaded) is mps_loaded
