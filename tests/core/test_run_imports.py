@@ -7,7 +7,9 @@ codecs) stay out of a plain run's imports; so do python-json-logger (only with `
 json``), the DKP pool parsers (only when a ConfigMap in a DKP format arrives: recognising one needs
 only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
 stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
-``--cdi-dir``, as it has by default) and difflib (near misses, for a document with an unknown key)."""
+``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
+the allocator's search (``allocation.policy`` and ``select``: a pool's topology is built before it
+streams, the search runs at kubelet's first GetPreferredAllocation)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ NOT_AT_RUN = (
     "waitress",
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
+    "hcs_deviceplugin.allocator",  # the search: loaded by the first GetPreferredAllocation
+    "hcs_deviceplugin.allocation.policy",
+    "hcs_deviceplugin.allocation.select",
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
