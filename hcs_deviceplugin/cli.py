@@ -430,12 +430,29 @@ def check_backend_options(
 
 
 def command_run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT (then the process ends in :func:`exit_now`); the usage status
+    for a start refused.
+
+    This process is the daemon: the garbage collector waits until its pools stream (see
+    :mod:`hcs_deviceplugin.heap`), and is back on if the start is refused.
+    """
+    from hcs_deviceplugin.heap import defer_collection, resume_collection
+
+    defer_collection()
+    try:
+        return _serve(args)
+    finally:
+        resume_collection()
+
+
+def _serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     taken: Mapping[str, str] = getattr(args, "from_environment", {})
     try:
         settings = run_settings(args)
     except UsageError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
+    from hcs_deviceplugin.heap import settle_when
     from hcs_deviceplugin.runner import Runner, StartError
 
     try:
@@ -444,9 +461,7 @@ def command_run(args: argparse.Namespace) -> int:
         runner.start()
     except StartError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    from hcs_deviceplugin.heap import settle_when
-
-    settle_when(runner.daemon.wait_streaming, runner.stop_event)  # this process is the daemon: its heap
+    settle_when(runner.daemon.wait_streaming, runner.stop_event)  # collects once, then as usual
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)
