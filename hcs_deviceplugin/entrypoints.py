@@ -23,6 +23,8 @@ _SUFFIXES = (".dist-info", ".egg-info")
 
 @dataclass(frozen=True)
 class EntryPoint:
+    """One ``name = module:attr`` line of a group; loading it imports the module."""
+
     name: str
     value: str
     """``module:attr`` (``attr`` may be dotted); extras in brackets are ignored, as on load."""

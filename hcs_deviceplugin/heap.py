@@ -9,10 +9,11 @@ start-up is collected once and what survives is frozen (``gc.freeze``): later pa
 
 Before that, the young-generation passes that allocation triggers (some 30 to 40 once ``run``
 loads the daemon's code, 4 to 5 % of a start's CPU here) walk the same long-lived objects while
-they are being built, and find almost nothing to free. ``run`` therefore defers collection (:func:`defer_collection`) from before it
-loads the daemon's code until the one collection of :func:`settle`, which turns automatic
-collection back on: at the latest :data:`SETTLE_WAIT_S` after the start returned, even if a pool
-cannot register (a start blocked on another instance's lock allocates next to nothing meanwhile).
+they are being built, and find almost nothing to free. ``run`` therefore defers collection
+(:func:`defer_collection`) from before it loads the daemon's code until the one collection of
+:func:`settle`, which turns automatic collection back on: at the latest :data:`SETTLE_WAIT_S`
+after the start returned, even if a pool cannot register (a start blocked on another instance's
+lock allocates next to nothing meanwhile).
 """
 
 from __future__ import annotations

@@ -63,8 +63,12 @@ class NodeState:
         return merged
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class Folded:
+    """One event folded into the state: the new state, whether it changed, the health transitions."""
+
     state: NodeState
     changed: bool
     transitions: tuple[Transition, ...] = ()

@@ -148,7 +148,7 @@ def merge(
     )
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Copy:
     """One source's copy of an object, and when its current content arrived (for tie-breaks)."""
 
@@ -156,7 +156,7 @@ class _Copy:
     arrival: int
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _ObjectState:
     """The winning copy last parsed, its last good pools, its current errors."""
 

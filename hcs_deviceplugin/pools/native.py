@@ -172,7 +172,7 @@ def _devices(raw: object, path: str, report: Report) -> tuple[DeviceSelector, ..
     return tuple(accepted)
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Claims:
     """The earlier entries of one (key, value): the first of all, the first without ``node``, and
     the first per node."""

@@ -137,8 +137,12 @@ class NvidiaSettings:
         )
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class _Snapshot:
+    """The last discovery, indexed for Allocate (which reads it without a lock)."""
+
     inventory: Inventory
     cards: Mapping[str, Card]
     partitions: Mapping[str, Partition]

@@ -77,15 +77,17 @@ class XidPolicy:
         return XidPolicy(ignored=base | extra, forced=_xid_list(enable or ""), all_disabled=all_disabled)
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Bad:
+    """One Unhealthy device: why, when it was last seen bad, and when to probe it next."""
+
     card_id: str
     reason: str
     last_bad: float
     probe_at: float
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class RecoveryTracker:
     """Devices currently Unhealthy, when they were last seen bad, and when to probe them next."""
 
@@ -123,6 +125,8 @@ class RecoveryTracker:
 
 @dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
 class HealthSettings:
+    """The health options of ``--backend-option nvidia.*`` (see the backend's module doc)."""
+
     policy: XidPolicy = field(default_factory=XidPolicy)
     recovery_seconds: float = 60.0  # negative: never recover (upstream behaviour)
     wait_ms: int = 1000  # longest single nvmlEventSetWait; bounds how late ``stop`` is noticed
@@ -130,7 +134,7 @@ class HealthSettings:
     backoff_max_seconds: float = 30.0
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Session:
     """One nvmlInit reference, its event set and the cards registered on it."""
 

@@ -58,8 +58,10 @@ class TopoCard:
     pci_address: str
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _NvLinks:
+    """What one card's NVLinks reach: links per peer card, links to NVSwitches, one link's speed."""
+
     peers: Counter[str] = field(default_factory=Counter)
     switch_links: int = 0
     gbps_per_link: float = 0.0
