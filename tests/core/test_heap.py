@@ -82,25 +82,35 @@ def test_collection_deferred_until_settled_or_stopping() -> None:
 
 
 WATCHED_RUN = """
-import gc, os, sys
+import gc, importlib, os, sys
 log = open(os.environ["GC_LOG"], "a", buffering=1)
+entry, marker = os.environ["GC_ENTRY"], os.environ["GC_MARKER"]
 
 def seen(phase, info):
     if phase == "start":
-        log.write(f"{info['generation']}:{int('hcs_deviceplugin.runner' in sys.modules)}\\n")
+        log.write(f"{info['generation']}:{int(marker in sys.modules)}\\n")
 
 gc.callbacks.append(seen)
-from hcs_deviceplugin.cli import main
-sys.exit(main())
+sys.exit(importlib.import_module(entry).main())
 """
-"""``hcs-deviceplugin run`` with every collection written to ``$GC_LOG`` in order, as
-``generation:loaded`` (``loaded`` 1 once the daemon's code, ``hcs_deviceplugin.runner``, is being
-loaded); ``gc.callbacks`` is the interpreter's own hook: nothing of ours is replaced."""
+"""``hcs-deviceplugin run`` through ``$GC_ENTRY``'s ``main`` with every collection written to
+``$GC_LOG`` in order, as ``generation:loaded`` (``loaded`` 1 once ``$GC_MARKER`` is being loaded);
+``gc.callbacks`` is the interpreter's own hook: nothing of ours is replaced."""
 
 
-def test_a_run_daemon_collects_nothing_until_its_pools_stream(tmp_path: Path) -> None:
-    """Start-up's objects live as long as the daemon: once ``run`` loads the daemon's code, the
-    collector's first pass is settle's full one, after the pools stream."""
+@pytest.mark.parametrize(
+    ("entry", "marker"),
+    [
+        pytest.param("hcs_deviceplugin.__main__", "hcs_deviceplugin.cli", id="console-script"),
+        pytest.param("hcs_deviceplugin.cli", "hcs_deviceplugin.runner", id="python-m-cli"),
+    ],
+)
+def test_a_run_daemon_collects_nothing_until_its_pools_stream(
+    tmp_path: Path, entry: str, marker: str
+) -> None:
+    """Start-up's objects live as long as the daemon: once the console script loads the command
+    line (or ``cli.main`` loads the daemon's code), the collector's first pass is settle's full one,
+    after the pools stream."""
     root = Path(tempfile.mkdtemp(prefix="hcsg", dir="/tmp"))
     kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
@@ -112,6 +122,7 @@ def test_a_run_daemon_collects_nothing_until_its_pools_stream(tmp_path: Path) ->
     command += ["--metrics-address", "127.0.0.1", "--metrics-port", str(free_port())]
     command += ["--pod-resources-socket", str(root / "pr.sock")]
     env = {**os.environ, "HCS_SIMULATED_NODE": "builtin:default", "GC_LOG": str(gc_log)}
+    env |= {"GC_ENTRY": entry, "GC_MARKER": marker}
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
         name = resource("train")
@@ -139,3 +150,26 @@ def test_a_refused_start_collects_as_usual_again(
     assert cli.main(["run", "--vendors=simulated", "--node-labels"]) == 2
     assert "--node-labels needs --in-cluster or --kubeconfig" in capsys.readouterr().err
     assert gc.isenabled()
+
+
+OTHER_COMMAND = """
+import gc, sys
+sys.argv = ["hcs-deviceplugin", "validate-config", sys.argv[1]]
+from hcs_deviceplugin.__main__ import main
+status = main()
+print(status, gc.isenabled())
+"""
+
+
+def test_any_other_command_collects_as_usual_once_its_command_line_is_read(tmp_path: Path) -> None:
+    document = tmp_path / "pools.yaml"
+    document.write_text(pool_doc(card_pool("train", *H100[:2])))
+    out = subprocess.run(
+        [sys.executable, "-c", OTHER_COMMAND, str(document)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "0 True"
