@@ -7,7 +7,7 @@ pool state. Walking them costs about 3.5 ms a pass here, paid by whichever call 
 GetPreferredAllocation) happens to trigger it. Once the pools stream to kubelet, the garbage of
 start-up is collected once and what survives is frozen (``gc.freeze``): later passes skip it.
 
-Before that, the young-generation passes that allocation triggers (some 50 in a start, 5 to 6 %
+Before that, the young-generation passes that allocation triggers (some 50 in a start, 4 to 5 %
 of its CPU here) walk the same long-lived objects while they are being built, and find almost
 nothing to free. The ``hcs-deviceplugin`` command therefore holds collection back from before it
 loads its command line (``hcs_deviceplugin.__main__``; ``cli.main`` from its start) until the one
