@@ -31,9 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hcs_deviceplugin.allocation.links import SINGLE_CARD
+from hcs_deviceplugin.fieldrepr import field_repr
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Block:
     """One block of the tree: its cards (positions), children (block numbers) and pair score.
 
@@ -53,7 +55,8 @@ Part = tuple[int, int, tuple[int, ...]]
 """The best choice of some free cards inside one block: (sum of pair scores, leftover code, cards)."""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Hierarchy:
     """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
 

@@ -35,6 +35,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, PoolApi, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
@@ -216,7 +217,8 @@ class _EarlierEntries:
             claims.first_on.setdefault(key.node, index)
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Prefixes:
     """The resource domains of the document, or ``None`` where the prefix is unusable."""
 

@@ -232,3 +232,29 @@ def test_every_dataclass_a_start_creates_has_a_docstring() -> None:
         [sys.executable, "-c", DOC_PROBE], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+REPR_PROBE = """
+import dataclasses, json, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+compiled = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    and getattr(getattr(value.__repr__, "__wrapped__", None), "__code__", None) is not None
+    and value.__repr__.__wrapped__.__code__.co_filename == "<string>"  # compiled from dataclass's source
+)
+print(json.dumps(compiled))
+"""
+
+
+def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
+    """Each is ``repr=False`` (never logged) or ``@field_repr``: no ``__repr__`` is compiled per class."""
+    out = subprocess.run(
+        [sys.executable, "-c", REPR_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == []

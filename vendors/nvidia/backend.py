@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import (
     SHARING_OPTION,
     Card,
@@ -95,7 +96,8 @@ def _number(options: Mapping[str, str], key: str, default: float) -> float:
         raise ValueError(f"nvidia option {key} must be a number, not {options[key]!r}") from None
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class NvidiaSettings:
     """The backend's options (``--backend-option nvidia.<key>=<value>``), parsed and checked."""
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Card, Health, HealthEvent, Inventory
 from vendors.nvidia import attributes as attr
 from vendors.nvidia import nvml
@@ -43,7 +44,8 @@ def _xid_list(text: str) -> frozenset[int]:
     return frozenset(found)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class XidPolicy:
     """Which Xids make a device Unhealthy."""
 
@@ -123,7 +125,8 @@ class RecoveryTracker:
         return max(0.0, min(e.probe_at for e in self.bad.values()) - now)
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class HealthSettings:
     """The health options of ``--backend-option nvidia.*`` (see the backend's module doc)."""
 

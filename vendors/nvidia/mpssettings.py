@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 MODE = "mps"
 DEFAULT_ROOT = "/run/nvidia/mps"
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class MpsSettings:
     """``mpsControl`` (the tool; default: ``PATH``, then the driver's bin folders under the host root),
     ``mpsRoot`` (host path), ``mpsCheckSeconds`` (1), ``mpsRetrySeconds`` (5)."""

@@ -21,6 +21,8 @@ from typing import Any, NewType, TypeVar
 
 import pynvml
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 log = logging.getLogger(__name__)
 
 SUCCESS = 0
@@ -219,7 +221,8 @@ def compute_capability(device: Device) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class PciInfo:
     """``nvmlPciInfo_t``: ``bus_id`` as NVML writes it (``00000000:17:00.0``), ids as packed by NVML."""
 
@@ -319,7 +322,8 @@ def is_mig_device(device: Device) -> bool:
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class EventData:
     """``nvmlEventData_t``; ``device`` is the handle's address, comparable with :func:`address`."""
 
