@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol, cast, runtime_checkable
 
 from hcs_deviceplugin.entrypoints import entry_points
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
@@ -120,7 +121,8 @@ class BackendOptionError(ValueError):
     """
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class BackendConfig:
     """What the daemon hands every backend factory.
 
@@ -151,7 +153,8 @@ def load_factory(name: str) -> BackendFactory:
     raise KeyError(f"no backend named {name!r} in entry-point group {ENTRY_POINT_GROUP}")
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class LoadedBackends:
     """The result of starting the enabled backends: the ones running and why others are absent."""
 

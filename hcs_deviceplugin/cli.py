@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import select
 import signal
 import socket
@@ -30,6 +29,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hcs_deviceplugin import __version__, envflags
 from hcs_deviceplugin.backend import available_backend_names
+from hcs_deviceplugin.heap import defer_collection, resume_collection, settle_when
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.logsetup import LOG_LEVELS, configure_logging
 from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_label_key
 
@@ -42,7 +43,7 @@ DEFAULT_STATE_DIR = Path("/var/lib/hcs-deviceplugin")
 DEFAULT_CDI_DIR = "/var/run/cdi"
 DEFAULT_DRA_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
 DEFAULT_DRA_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_SUBDOMAIN = LazyPattern(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SIMULATED_BACKEND = "simulated"
 PROG = "hcs-deviceplugin"
 EXIT_USAGE = 2
@@ -430,6 +431,8 @@ def check_backend_options(
 
 
 def command_run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT (then the process ends in :func:`exit_now`); the usage status
+    for a start refused."""
     configure_logging(args.log_format, args.log_level)
     taken: Mapping[str, str] = getattr(args, "from_environment", {})
     try:
@@ -444,9 +447,7 @@ def command_run(args: argparse.Namespace) -> int:
         runner.start()
     except StartError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    from hcs_deviceplugin.heap import settle_when
-
-    settle_when(runner.daemon.wait_streaming, runner.stop_event)  # this process is the daemon: its heap
+    settle_when(runner.daemon.wait_streaming, runner.stop_event)  # collects once, then as usual
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)
@@ -532,14 +533,21 @@ def exit_now(status: int) -> None:
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Run one command; ``environ`` (default ``os.environ``) supplies ``run``'s ``HCS_`` variables.
 
+    The garbage collector waits from here until ``run``'s pools stream (:mod:`hcs_deviceplugin.heap`);
+    any other command collects as usual once its command line is read.
+
     gRPC's core logs its own INFO lines (a GOAWAY on a closed stream) on stderr, around ours and in
     a format of its own; only its errors are for operators. Set before grpc is first imported; a
     ``GRPC_VERBOSITY`` the operator gives wins.
     """
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    args = parse_arguments(argv, os.environ if environ is None else environ)
-    if args.command == "run":
-        return command_run(args)
+    defer_collection()  # a run's start-up objects live as long as it does: see heap.py
+    try:
+        args = parse_arguments(argv, os.environ if environ is None else environ)
+        if args.command == "run":
+            return command_run(args)  # serving, it never returns: settle() collects once streaming
+    finally:
+        resume_collection()  # any other command, a refused start or a command line refused
     if args.command == "inspect":
         from hcs_deviceplugin.observability import inspect as inspect_command
 

@@ -18,11 +18,16 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 _SUFFIXES = (".dist-info", ".egg-info")
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class EntryPoint:
+    """One ``name = module:attr`` line of a group; loading it imports the module."""
+
     name: str
     value: str
     """``module:attr`` (``attr`` may be dotted); extras in brackets are ignored, as on load."""

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 log = logging.getLogger(__name__)
 
 IN_MODIFY = 0x00000002
@@ -53,7 +55,8 @@ DIRECTORY_EVENTS = (
 _EVENT_HEADER = struct.Struct("iIII")
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class FsEvent:
     """One inotify event: the name inside the watched directory ("" for the directory itself)."""
 

@@ -13,11 +13,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import REPLICA_SEPARATOR, Inventory
 from hcs_deviceplugin.reconciler import HeldCard
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class ProvisionalHold:
     """Unit ids answered in an Allocate under ``resource`` at ``since``, trusted until ``expires``."""
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Inventory, PoolSet, UnitKind
 from hcs_deviceplugin.reconciler import HeldCard, claims_by_card
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class LayoutRequest:
     """Fill ``card_id`` (owned by ``backend``) with partitions of ``profile`` for ``pool``."""
 

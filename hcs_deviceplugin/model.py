@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 _T = TypeVar("_T")
 
 
@@ -89,7 +91,8 @@ def _frozen_map(values: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(values or {}))
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Card:
     """One physical accelerator as discovered by a backend.
 
@@ -116,7 +119,8 @@ class Card:
         object.__setattr__(self, "attributes", _frozen_map(self.attributes))
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Partition:
     """A piece of a card that a pool can hand out (MIG device, vNPU, vDCU...)."""
 
@@ -139,7 +143,8 @@ def replica_unit_id(base_id: str, replica: int) -> str:
     return f"{base_id}{REPLICA_SEPARATOR}{replica}"
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Unit:
     """One kubelet device as a pool advertises it.
 
@@ -161,7 +166,8 @@ class Unit:
         return self.partition_id or self.card_id
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class DeviceSelector:
     """One entry of a pool's ``devices`` list: any one identity key names a card.
 
@@ -187,7 +193,8 @@ class DeviceSelector:
         return "<empty selector>"
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Pool:
     """A validated pool: what to advertise under which resource name, and which cards it holds.
 
@@ -257,7 +264,8 @@ SHARING_OPTION = "sharing"
 """The edit option that tells a backend its units are shared by :attr:`Pool.sharing`."""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class SharingRequest:
     """What the core asks of a backend for one card of a pool with :attr:`Pool.sharing`: run ``mode``
     for ``replicas`` clients, each limited to ``memory_per_replica`` bytes (``None``: card memory /
@@ -269,7 +277,8 @@ class SharingRequest:
     memory_per_replica: int | None = None
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class PoolSet:
     """All pools of the node after parsing and validation. Immutable; compare with ``==``."""
 
@@ -289,7 +298,8 @@ class PoolSet:
         return [p.name for p in self.pools]
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class DeviceNode:
     """A device node to expose in the container (``DeviceSpec`` in v1beta1)."""
 
@@ -298,7 +308,8 @@ class DeviceNode:
     permissions: str = "rw"
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Mount:
     """A host path to bind into the container."""
 
@@ -307,7 +318,8 @@ class Mount:
     read_only: bool = True
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class ContainerEdits:
     """What a container needs for a set of units: env, device nodes, mounts, annotations, CDI names."""
 
@@ -347,7 +359,8 @@ def _unique_by(items: Iterable[_T], key: Callable[[_T], Hashable]) -> tuple[_T, 
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Link:
     """How two cards are connected. ``bandwidth_gbps`` is per direction, 0 when unknown."""
 
@@ -356,7 +369,8 @@ class Link:
     bandwidth_gbps: float = 0.0
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class LinkMatrix:
     """Card-to-card links, symmetric. Pairs not listed are connected only through the host."""
 
@@ -382,7 +396,8 @@ class LinkMatrix:
         return LinkMatrix(combined)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Inventory:
     """Everything one backend (or, merged, the whole node) has: cards, partitions, links."""
 
@@ -404,7 +419,8 @@ class Inventory:
         )
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class HealthEvent:
     """A health change of one card or partition, as a backend reports it.
 
@@ -416,7 +432,8 @@ class HealthEvent:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class InventoryChanged:
     """A backend saw hardware appear that its last discovery did not know (e.g. a hot-added card).
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import (
     Card,
     DeviceSelector,
@@ -36,7 +37,8 @@ from hcs_deviceplugin.model import (
 )
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class DesiredPool:
     """One pool as it should be served: its definition, its cards and the units they make."""
 
@@ -45,7 +47,8 @@ class DesiredPool:
     units: tuple[Unit, ...]
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class HeldCard:
     """A card some running container holds: under which resource, and as which unit ids."""
 
@@ -53,7 +56,8 @@ class HeldCard:
     unit_ids: frozenset[str]
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Desired:
     """The whole node as it should be served, plus what could not be placed and why."""
 
@@ -78,7 +82,8 @@ def dra_pools(pools: Mapping[str, DesiredPool]) -> dict[str, DesiredPool]:
     return {name: want for name, want in pools.items() if want.pool.api is PoolApi.DRA}
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Plan:
     """What the daemon must do to go from running to desired, pool by pool."""
 

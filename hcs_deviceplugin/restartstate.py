@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.holds import ProvisionalHold
 from hcs_deviceplugin.reconciler import HeldCard
 
@@ -34,7 +35,8 @@ STATE_FILE = "state.json"
 FORMAT_VERSION = 1
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class RestartState:
     """Card id → where it was last advertised; provisional holds with wall-clock expiry."""
 

@@ -24,6 +24,7 @@ from hcs_deviceplugin.backend import (
     load_backends,
 )
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import DEFER_LIMIT, ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
@@ -51,7 +52,8 @@ class StartError(Exception):
     """
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class ApiSettings:
     """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
 
@@ -61,7 +63,8 @@ class ApiSettings:
     kubeconfig: Path | None = None
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class RunSettings:
     """Everything ``run`` needs, parsed and validated by the CLI."""
 

@@ -38,9 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hcs_deviceplugin.allocation.links import SINGLE_CARD
+from hcs_deviceplugin.fieldrepr import field_repr
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Block:
     """One block of the tree: its cards (positions), children (block numbers) and pair score.
 
@@ -62,7 +64,8 @@ None where a table built for an exact count skips counts that cannot reach it. A
 which the cyclic garbage collector stops tracking after one pass: a topology keeps thousands."""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Hierarchy:
     """The blocks of an ultrametric node; blocks ``0..n-1`` are the single cards, the last the root.
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Link, LinkKind
 
 FABRIC_KINDS: frozenset[LinkKind] = frozenset(
@@ -89,7 +90,8 @@ def pair_score(links: Sequence[Link], numa_a: int | None = None, numa_b: int | N
     return fabric_score(links) + host_path_score(links, numa_a, numa_b)
 
 
-@dataclass(frozen=True, order=True)
+@field_repr
+@dataclass(frozen=True, order=True, repr=False)
 class SetScore:
     """What a collective over a set of cards sees: its weakest pair, then the sum of its pairs."""
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 from hcs_deviceplugin.allocation.hierarchy import Hierarchy, Islands, warm
 from hcs_deviceplugin.allocation.hierarchy import build as build_hierarchy
 from hcs_deviceplugin.allocation.links import FABRIC_KINDS, SetScore, pair_score, set_score
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Card, LinkKind, LinkMatrix, Unit
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ GROUP_SIZES_ATTRIBUTE = "linkGroupSizes"
 MODULE_ATTRIBUTE = "linkModule"
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class CardInfo:
     """What the allocator keeps of a card: identity, order, NUMA node, and the contract attributes."""
 
@@ -77,7 +79,8 @@ class CardInfo:
     attributes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Topology:
     """Pair scores and islands of a fixed set of cards; immutable, shareable between threads.
 

@@ -7,15 +7,15 @@ backend's own annotations. CDI modes replace device nodes and mounts by names in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import ContainerEdits, DeviceDelivery
 
 ANNOTATION_PREFIX = "cdi.k8s.io/"
 ANNOTATION_PLUGIN = "hcs-deviceplugin"
 _MAX_ANNOTATION_NAME = 63
-_NOT_KEY = re.compile(r"[^A-Za-z0-9_.-]+")
+_NOT_KEY = LazyPattern(r"[^A-Za-z0-9_.-]+")
 
 
 def annotation_key(pool_name: str) -> str:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import Unit
 
 if TYPE_CHECKING:
@@ -30,8 +31,8 @@ SPEC_FILE_PREFIX = "hcs-deviceplugin-"
 
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 _CLASS_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_.:-]+")
-_EDGES = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+_NOT_NAME = LazyPattern(r"[^A-Za-z0-9_.:-]+")
+_EDGES = LazyPattern(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
 def is_device_name(name: str) -> bool:

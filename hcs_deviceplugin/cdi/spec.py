@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import ContainerEdits, DeviceNode, Mount
 
 CDI_VERSION = "0.5.0"
@@ -31,7 +32,8 @@ BIND_OPTIONS = ("nosuid", "nodev", "rbind")
 JsonObject = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class NodeFacts:
     """What the host says a device node is: ``c`` or ``b``, and its numbers."""
 

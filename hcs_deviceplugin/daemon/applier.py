@@ -42,7 +42,9 @@ MOVE_GRACE_SECONDS = 0.01
 """Pause between a withdrawal written to its stream and the same card advertised by another pool."""
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class ApplyJob:
     """One desired state and what it was computed from (the holds listed at that time)."""
 

@@ -86,7 +86,9 @@ CDI_RETRY_SECONDS = 5.0
 """After a failed CDI spec write, how long until the daemon tries again (the view says why meanwhile)."""
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class _Published:
     """What the control loop last published, for views."""
 

@@ -21,6 +21,7 @@ from hcs_deviceplugin.daemon.events import (
     Recompute,
     Rediscovered,
 )
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Health, Inventory, PoolSet
 
 LayoutKey = tuple[str, str]
@@ -30,7 +31,8 @@ def _frozen(mapping: Mapping[str, object] | None = None) -> Mapping[str, object]
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Transition:
     """A card or partition whose health changed in this fold (logged and counted by the caller)."""
 
@@ -40,7 +42,8 @@ class Transition:
     reason: str
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class NodeState:
     """Everything the desired pools are computed from, except holds (see holds.HoldBook)."""
 
@@ -63,8 +66,12 @@ class NodeState:
         return merged
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class Folded:
+    """One event folded into the state: the new state, whether it changed, the health transitions."""
+
     state: NodeState
     changed: bool
     transitions: tuple[Transition, ...] = ()

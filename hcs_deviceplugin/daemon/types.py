@@ -8,6 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.kubelet.podresources import DeviceAllocation
 from hcs_deviceplugin.model import Card, Pool, PoolSet, Unit
 from hcs_deviceplugin.plugin.server import Backoff, RegistrationStatus, ServerStatus
@@ -37,7 +38,8 @@ InterceptorsFor = Callable[[str], Sequence[Interceptor]]
 PoolSourceFactory = Callable[[Callable[[PoolSet, Sequence[object]], None]], PoolSource]
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class DaemonConfig:
     """Where the daemon talks to kubelet, what node it is on, and its timings.
 
@@ -70,7 +72,8 @@ class DaemonConfig:
         return self.backend_host_roots.get(backend, self.host_root)
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class PoolView:
     """One served pool as the report, the live view and tests see it."""
 
@@ -79,7 +82,8 @@ class PoolView:
     server: ServerStatus
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class DaemonView:
     """A consistent snapshot of the whole daemon, built from published immutable values."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hcs_deviceplugin.api.podresources.v1 import api_wire as pr
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.rpc.client import unary_call
 from hcs_deviceplugin.rpc.status import RpcError
 
@@ -33,7 +34,8 @@ class PodResourcesUnavailable(RuntimeError):
 HeldDevices = Mapping[str, frozenset[str]]
 
 
-@dataclass(frozen=True, order=True)
+@field_repr
+@dataclass(frozen=True, order=True, repr=False)
 class DeviceAllocation:
     """One device id that one container holds under one resource, as kubelet lists it."""
 

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from hcs_deviceplugin.kubeapi.paths import path_of
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import Card, Health
 
 if TYPE_CHECKING:
@@ -71,10 +72,10 @@ _MAX_VENDOR = MAX_LABEL_VALUE - max(map(len, _SUFFIXES))
 _REQUEST_TIMEOUT = (5.0, 10.0)
 _PATCH_TYPE = "application/strategic-merge-patch+json"
 
-_NOT_LABEL_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-_UNTRIMMED = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+_NOT_LABEL_CHARS = LazyPattern(r"[^A-Za-z0-9._-]+")
+_UNTRIMMED = LazyPattern(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN = LazyPattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def label_value(text: str, limit: int = MAX_LABEL_VALUE) -> str:

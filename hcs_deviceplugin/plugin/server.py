@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hcs_deviceplugin.allocation.topology import Topology
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.kubelet.registration import (
     KubeletSocketMissing,
     RegisterCall,
@@ -64,7 +65,8 @@ class RegistrationStatus(enum.StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Backoff:
     """Exponential back-off for registration retries, in seconds."""
 
@@ -76,7 +78,8 @@ class Backoff:
         return min(current * self.factor, self.maximum)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class ServerStatus:
     """What the daemon's report and metrics need to know about one server."""
 

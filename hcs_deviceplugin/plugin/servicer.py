@@ -15,8 +15,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from hcs_deviceplugin.allocation.policy import ReplicaPolicy
-from hcs_deviceplugin.allocator import preferred_allocation
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
 from hcs_deviceplugin.api.wireformat import DecodeError
 from hcs_deviceplugin.kubelet.registration import plugin_options
@@ -275,8 +273,12 @@ class DevicePluginServicer:
         """The allocator's choice; on an allocator bug, kubelet's own order rather than a failed pod.
 
         A failed GetPreferredAllocation fails the pod's admission (KUBELET.md §3); a plain answer
-        that honours must_include and size is always better than that.
+        that honours must_include and size is always better than that. The allocator's search is
+        loaded by the first call, not by every start (a pool's topology is built before it streams).
         """
+        from hcs_deviceplugin.allocation.policy import ReplicaPolicy
+        from hcs_deviceplugin.allocator import preferred_allocation
+
         available = list(req.available_deviceIDs)
         must = list(req.must_include_deviceIDs)
         size = req.allocation_size

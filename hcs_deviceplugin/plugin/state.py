@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.allocation.units import PoolUnits
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Health, Pool, Unit
 from hcs_deviceplugin.rpc.calls import Encoded
 
@@ -33,7 +34,8 @@ MAX_KEY_BYTES = 16 * 1024
 answered but not kept, so the book stays within ~4.5 MB whatever a client sends."""
 
 
-@dataclass(frozen=True, slots=True)
+@field_repr
+@dataclass(frozen=True, slots=True, repr=False)
 class Answer:
     """One Allocate answer: the device ids of each container asked for, in kubelet's order (for the
     holds and the second look), and the ``AllocateResponse``, encoded once and sent as it is."""
@@ -42,7 +44,8 @@ class Answer:
     response: Encoded
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Snapshot:
     """The pool definition and units at one version, with the topology precomputed for them."""
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Pool, PoolSet
 from hcs_deviceplugin.pools.errors import DOCUMENT_PATH, ConfigError, ConfigErrors
 from hcs_deviceplugin.pools.formats import depends_on_node, parse_configmap_located
@@ -61,7 +62,8 @@ def object_label(key: ObjectKey) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class ObjectResult:
     """What one object contributes to a merge: its last good pools (if any) and its current errors."""
 
@@ -71,7 +73,8 @@ class ObjectResult:
     errors: tuple[ConfigError, ...] = ()
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class Merged:
     """The merge of every object: one PoolSet, all errors in a stable order, and errors per object."""
 
@@ -148,7 +151,7 @@ def merge(
     )
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Copy:
     """One source's copy of an object, and when its current content arrived (for tie-breaks)."""
 
@@ -156,7 +159,7 @@ class _Copy:
     arrival: int
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _ObjectState:
     """The winning copy last parsed, its last good pools, its current errors."""
 

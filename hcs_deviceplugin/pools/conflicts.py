@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import DeviceSelector, Pool
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class DeviceKey:
     """Identity of a device entry for grouping: key kind, value, and the node it is limited to."""
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 DOCUMENT_PATH = "<document>"
 """Field path of errors about the document as a whole (syntax, not a mapping)."""
 
@@ -18,7 +20,8 @@ FILE_PATH = "<file>"
 """Field path of errors about reading a file (permissions, encoding) rather than its content."""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class ConfigError:
     """One problem in one source: ``source`` (file path or object name), ``path`` (``pools[1].unit``).
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.pools.errors import ConfigError
 from hcs_deviceplugin.pools.limits import MAX_SHOWN_CHARS, shorten
 
@@ -46,7 +47,8 @@ def item(path: str, index: int) -> str:
     return f"{path}[{index}]"
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@field_repr
+@dataclass(eq=False, repr=False)  # never compared: no __eq__ to compile at start
 class Report:
     """Errors of one document, in the order found."""
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Pool
 from hcs_deviceplugin.pools.errors import ConfigError
 from hcs_deviceplugin.pools.objects import ConfigMapObject
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class LocatedPool:
     """A parsed pool and the field path of its name, for errors about the pool as a whole.
 

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.pools.errors import FILE_PATH, ConfigError
 from hcs_deviceplugin.pools.files import ReadError, TooBig, read_text
 from hcs_deviceplugin.pools.formats import NATIVE_SUFFIXES
@@ -52,7 +53,8 @@ def is_pool_file_name(name: str) -> bool:
     return not name.startswith(".") and os.path.splitext(name)[1] in NATIVE_SUFFIXES
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Listing:
     """What a pools directory holds: top-level pool files and mounted-ConfigMap sub-directories."""
 

@@ -32,10 +32,11 @@ Choices where POOLS.md is silent (kept here so that users and tests agree):
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
+from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import DeviceDelivery, DeviceSelector, Pool, PoolApi, UnitKind
 from hcs_deviceplugin.pools.conflicts import device_key
 from hcs_deviceplugin.pools.delivery import DELIVERIES
@@ -97,12 +98,12 @@ POOL_KEYS = (
 )
 DEFAULT_SHARING = "timeSlicing"
 """``sharing`` spelled out for the default: replicas time-slice the card, nothing enforces a share."""
-SHARING_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
+SHARING_RE = LazyPattern(r"[a-z][a-z0-9-]{0,31}")
 REPLICA_PLACEMENTS = ("spread", "pack")
 IDENTITY_KEYS = ("uuid", "inventoryID", "pciAddress")
 DEVICE_KEYS = (*IDENTITY_KEYS, "node")
 
-PCI_ADDRESS_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+PCI_ADDRESS_RE = LazyPattern(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
 
 LAST_PARSE: LastParse[Pool] = LastParse()
 """Each source's pools of its last parse by entry (:mod:`.reuse`): a change re-checks only the
@@ -177,7 +178,7 @@ def _devices(raw: object, path: str, report: Report) -> tuple[DeviceSelector, ..
     return tuple(accepted)
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Claims:
     """The earlier entries of one (key, value): the first of all, the first without ``node``, and
     the first per node."""
@@ -221,7 +222,8 @@ class _EarlierEntries:
             claims.first_on.setdefault(key.node, index)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Prefixes:
     """The resource domains of the document, or ``None`` where the prefix is unusable."""
 

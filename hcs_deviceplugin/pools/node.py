@@ -13,8 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hcs_deviceplugin.fieldrepr import field_repr
 
-@dataclass(frozen=True)
+
+@field_repr
+@dataclass(frozen=True, repr=False)
 class NodeContext:
     """The node's name and labels as far as they are known (``labels is None``: not known at all)."""
 

@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hcs_deviceplugin.fieldrepr import field_repr
+
 
 def _frozen(values: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(values or {}))
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class ConfigMapObject:
     """One ConfigMap: identity, labels, data keys, and where it was read from.
 

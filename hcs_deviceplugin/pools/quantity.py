@@ -8,7 +8,7 @@ whole number of bytes, and ``1.5Gi`` is clearer as ``1536Mi``.
 
 from __future__ import annotations
 
-import re
+from hcs_deviceplugin.lazyre import LazyPattern
 
 _SUFFIXES = {
     "": 1,
@@ -25,7 +25,7 @@ _SUFFIXES = {
     "P": 10**15,
     "E": 10**18,
 }
-_QUANTITY = re.compile(r"(?P<number>[0-9]{1,20})(?P<suffix>[KMGTPE]i|[kMGTPE])?")
+_QUANTITY = LazyPattern(r"(?P<number>[0-9]{1,20})(?P<suffix>[KMGTPE]i|[kMGTPE])?")
 
 
 def parse_bytes(text: str) -> int | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.rpc.status import Code, RpcError
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,8 @@ class CallContext:
                 log.exception("callback of %s failed", self.method)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Unary:
     """A unary method: ``parse`` reads the request bytes, ``handle`` answers it.
 
@@ -166,7 +168,8 @@ class Unary:
     blocking: bool = False
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class ServerStream:
     """A server-streaming method: ``handle`` yields the responses."""
 

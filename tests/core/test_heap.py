@@ -1,11 +1,27 @@
-"""Once the pools stream, start-up's garbage is collected and the survivors frozen (hcs_deviceplugin.heap).
+"""Once the pools stream, start-up's garbage is collected and the survivors frozen, and until then
+``run`` lets the collector wait (hcs_deviceplugin.heap).
 
-In a child interpreter: freezing is process-wide, and this test process must keep collecting."""
+In child interpreters: freezing and disabling are process-wide, and this test process must keep
+collecting."""
 
 from __future__ import annotations
 
+import gc
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hcs_deviceplugin import cli
+from hcs_deviceplugin.kubeletsim import KubeletSimulator
+from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
+from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
+from tests.integration.test_cli import free_port
 
 PROBE = """
 import gc, threading, weakref
@@ -39,3 +55,121 @@ def test_settle_collects_then_freezes_once_ready_and_not_when_stopping() -> None
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+DEFER_PROBE = """
+import gc, threading
+from hcs_deviceplugin.heap import defer_collection, settle_when
+
+defer_collection()
+assert not gc.isenabled()
+settle_when(lambda timeout: True, threading.Event()).join(10)
+assert gc.isenabled()  # the one collection done, collecting as usual again
+defer_collection()
+stopped = threading.Event(); stopped.set()
+settle_when(lambda timeout: True, stopped).join(10)
+assert gc.isenabled()  # a daemon stopping before its pools stream collects as usual too
+print("ok")
+"""
+
+
+def test_collection_deferred_until_settled_or_stopping() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", DEFER_PROBE], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+WATCHED_RUN = """
+import gc, importlib, os, sys
+log = open(os.environ["GC_LOG"], "a", buffering=1)
+entry, marker = os.environ["GC_ENTRY"], os.environ["GC_MARKER"]
+
+def seen(phase, info):
+    if phase == "start":
+        log.write(f"{info['generation']}:{int(marker in sys.modules)}\\n")
+
+gc.callbacks.append(seen)
+sys.exit(importlib.import_module(entry).main())
+"""
+"""``hcs-deviceplugin run`` through ``$GC_ENTRY``'s ``main`` with every collection written to
+``$GC_LOG`` in order, as ``generation:loaded`` (``loaded`` 1 once ``$GC_MARKER`` is being loaded);
+``gc.callbacks`` is the interpreter's own hook: nothing of ours is replaced."""
+
+
+@pytest.mark.parametrize(
+    ("entry", "marker"),
+    [
+        pytest.param("hcs_deviceplugin.__main__", "hcs_deviceplugin.cli", id="console-script"),
+        pytest.param("hcs_deviceplugin.cli", "hcs_deviceplugin.runner", id="python-m-cli"),
+    ],
+)
+def test_a_run_daemon_collects_nothing_until_its_pools_stream(
+    tmp_path: Path, entry: str, marker: str
+) -> None:
+    """Start-up's objects live as long as the daemon: once the console script loads the command
+    line (or ``cli.main`` loads the daemon's code), the collector's first pass is settle's full one,
+    after the pools stream."""
+    root = Path(tempfile.mkdtemp(prefix="hcsg", dir="/tmp"))
+    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
+    kubelet.start()
+    write_configmap_volume(root / "pools", {"pools.yaml": pool_doc(card_pool("train", *H100[:2]))})
+    gc_log = tmp_path / "gc.log"
+    command = [sys.executable, "-c", WATCHED_RUN, "run", "--vendors", "simulated", "--node-name", "node-1"]
+    command += ["--plugin-dir", str(root / "dp"), "--pools-dir", str(root / "pools")]
+    command += ["--cdi-dir", str(root / "cdi"), "--state-dir", str(root / "state")]
+    command += ["--metrics-address", "127.0.0.1", "--metrics-port", str(free_port())]
+    command += ["--pod-resources-socket", str(root / "pr.sock")]
+    env = {**os.environ, "HCS_SIMULATED_NODE": "builtin:default", "GC_LOG": str(gc_log)}
+    env |= {"GC_ENTRY": entry, "GC_MARKER": marker}
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        name = resource("train")
+        kubelet.wait_for(lambda k: name in k.resources() and k.resource(name).connected, WAIT, "streaming")
+        kubelet.wait_for(lambda k: "2:1" in gc_log.read_text().split(), WAIT, "start-up settled")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=WAIT)
+        assert proc.returncode == 0, stderr[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    passes = gc_log.read_text().split()
+    before_settling = passes[: passes.index("2:1")]
+    assert [p for p in before_settling if p.endswith(":1")] == []
+
+
+def test_a_refused_start_collects_as_usual_again(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "configure_logging", lambda *_args: None)  # keep pytest's logging
+    assert gc.isenabled()
+    assert cli.main(["run", "--vendors=simulated", "--node-labels"]) == 2
+    assert "--node-labels needs --in-cluster or --kubeconfig" in capsys.readouterr().err
+    assert gc.isenabled()
+
+
+OTHER_COMMAND = """
+import gc, sys
+sys.argv = ["hcs-deviceplugin", "validate-config", sys.argv[1]]
+from hcs_deviceplugin.__main__ import main
+status = main()
+print(status, gc.isenabled())
+"""
+
+
+def test_any_other_command_collects_as_usual_once_its_command_line_is_read(tmp_path: Path) -> None:
+    document = tmp_path / "pools.yaml"
+    document.write_text(pool_doc(card_pool("train", *H100[:2])))
+    out = subprocess.run(
+        [sys.executable, "-c", OTHER_COMMAND, str(document)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "0 True"

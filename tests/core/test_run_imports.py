@@ -7,7 +7,9 @@ codecs) stay out of a plain run's imports; so do python-json-logger (only with `
 json``), the DKP pool parsers (only when a ConfigMap in a DKP format arrives: recognising one needs
 only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
 stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
-``--cdi-dir``, as it has by default) and difflib (near misses, for a document with an unknown key)."""
+``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
+the allocator's search (``allocation.policy`` and ``select``: a pool's topology is built before it
+streams, the search runs at kubelet's first GetPreferredAllocation)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ NOT_AT_RUN = (
     "waitress",
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
+    "hcs_deviceplugin.allocator",  # the search: loaded by the first GetPreferredAllocation
+    "hcs_deviceplugin.allocation.policy",
+    "hcs_deviceplugin.allocation.select",
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
@@ -155,3 +160,101 @@ def test_a_default_start_loads_neither_openssl_digests_nor_platform() -> None:
     loaded = set(json.loads(out.stdout))
     assert "hcs_deviceplugin.cdi.files" in loaded
     assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+PATTERN_PROBE = """
+import json, re, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+compiled = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, re.Pattern)
+)
+print(json.dumps(compiled))
+"""
+
+COMPILED_AT_IMPORT = {
+    "hcs_deviceplugin.cdi.names._CLASS_NAME",
+    "hcs_deviceplugin.cdi.names._DEVICE_NAME",
+    "hcs_deviceplugin.model._NON_LABEL",
+    "hcs_deviceplugin.observability.exposition._LABEL_NAME",
+    "hcs_deviceplugin.observability.exposition._METRIC_NAME",
+    "hcs_deviceplugin.observability.nodelabels._NAME",
+    "hcs_deviceplugin.pools.names._DNS1123_LABEL_RE",
+    "hcs_deviceplugin.pools.names._DNS1123_SUBDOMAIN_RE",
+    "hcs_deviceplugin.pools.names._QUALIFIED_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.ALLOWLIST_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.DKP_NAME_RE",
+    "hcs_deviceplugin.pools.shapes.NODEGROUP_NAME_RE",
+    "hcs_deviceplugin.rpc.http2._FIELD_NAME",
+    "hcs_deviceplugin.rpc.http2._FIELD_VALUE",
+}
+"""The module-level patterns every default start uses before its pools stream (names of pools and
+ConfigMaps, CDI names, metric names, HTTP/2 header checks), so compiling them at import costs
+nothing extra. Any other pattern on the start path is a :class:`~hcs_deviceplugin.lazyre.LazyPattern`,
+compiled when first used (a PCI address in a pool, a DRA driver name, a label to clean, MIG minors)."""
+
+
+def test_a_start_compiles_at_import_only_the_patterns_every_start_uses() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PATTERN_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "hcs_deviceplugin.rpc.http2._FIELD_NAME" in compiled  # the probe did load the start path
+    assert sorted(compiled - COMPILED_AT_IMPORT) == []
+
+
+DOC_PROBE = """
+import dataclasses, json, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+generated = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    and (value.__doc__ or "").startswith(value.__name__ + "(")
+)
+print(json.dumps(generated))
+"""
+
+
+def test_every_dataclass_a_start_creates_has_a_docstring() -> None:
+    """``dataclass`` writes a missing docstring from ``inspect.signature`` (some 60 µs a class at
+    every start); a docstring that says why the class exists costs nothing."""
+    out = subprocess.run(
+        [sys.executable, "-c", DOC_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+REPR_PROBE = """
+import dataclasses, json, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+compiled = sorted(
+    f"{name}.{attr}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    and getattr(getattr(value.__repr__, "__wrapped__", None), "__code__", None) is not None
+    and value.__repr__.__wrapped__.__code__.co_filename == "<string>"  # compiled from dataclass's source
+)
+print(json.dumps(compiled))
+"""
+
+
+def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
+    """Each is ``repr=False`` (never logged) or ``@field_repr``: no ``__repr__`` is compiled per class."""
+    out = subprocess.run(
+        [sys.executable, "-c", REPR_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == []

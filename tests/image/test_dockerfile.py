@@ -158,7 +158,7 @@ def test_entrypoint_runs_the_daemon() -> None:
     assert entrypoint.json and cmd.json, "exec form, so SIGTERM reaches the daemon"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert entrypoint.value == ("hcs-deviceplugin",)
-    assert scripts["hcs-deviceplugin"] == "hcs_deviceplugin.cli:main"
+    assert scripts["hcs-deviceplugin"] == "hcs_deviceplugin.__main__:main"
     assert cmd.value == ("run",)
     assert build_parser().parse_args(list(cmd.value)).command == "run"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from hcs_deviceplugin.model import Card, SharingRequest
-from vendors.nvidia.mps import PID_FILE, MpsClient, MpsSettings, MpsSupervisor, client_for
+from vendors.nvidia.mps import PID_FILE, MpsClient, MpsSupervisor, client_for
+from vendors.nvidia.mpssettings import MpsSettings
 
 FAKE = Path(__file__).resolve().parents[2] / "vendors" / "nvidia" / "fake" / "nvidia-cuda-mps-control"
 CARD = Card(id="GPU-11111111-2222-3333-4444-555555555555", backend="nvidia", vendor="NVIDIA", model="m",

@@ -32,8 +32,10 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.backend import BackendAbsent, BackendConfig, BackendOptionError
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import (
     SHARING_OPTION,
     Card,
@@ -47,8 +49,14 @@ from hcs_deviceplugin.model import (
     SharingRequest,
     Unit,
 )
-from vendors.nvidia import discovery, edits, mig, mps, nvml
+from vendors.nvidia import discovery, edits, nvml
 from vendors.nvidia.health import HealthMonitor, HealthSettings, XidPolicy
+from vendors.nvidia.mpssettings import DEFAULT_ROOT as MPS_DEFAULT_ROOT
+from vendors.nvidia.mpssettings import MODE as MPS_MODE
+from vendors.nvidia.mpssettings import MpsSettings
+
+if TYPE_CHECKING:
+    from vendors.nvidia.mps import MpsSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +96,15 @@ def _number(options: Mapping[str, str], key: str, default: float) -> float:
         raise ValueError(f"nvidia option {key} must be a number, not {options[key]!r}") from None
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class NvidiaSettings:
     """The backend's options (``--backend-option nvidia.<key>=<value>``), parsed and checked."""
 
     library: str | None = None
     edit_defaults: edits.EditOptions = field(default_factory=edits.EditOptions)
     health: HealthSettings = field(default_factory=HealthSettings)
-    mps: mps.MpsSettings = field(default_factory=mps.MpsSettings)
+    mps: MpsSettings = field(default_factory=MpsSettings)
 
     @staticmethod
     def parse(options: Mapping[str, str], environ: Mapping[str, str]) -> NvidiaSettings:
@@ -121,17 +130,21 @@ class NvidiaSettings:
             library=options.get("library") or environ.get(LIBRARY_ENV) or None,
             edit_defaults=edits.parse_edit_options({k: v for k, v in options.items() if k in _EDIT_KEYS}),
             health=health,
-            mps=mps.MpsSettings(
+            mps=MpsSettings(
                 control=options.get("mpsControl") or None,
-                root=options.get("mpsRoot") or mps.DEFAULT_ROOT,
+                root=options.get("mpsRoot") or MPS_DEFAULT_ROOT,
                 check_seconds=_number(options, "mpsCheckSeconds", 1.0),
                 retry_seconds=_number(options, "mpsRetrySeconds", 5.0),
             ),
         )
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(
+    frozen=True, eq=False, repr=False
+)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
 class _Snapshot:
+    """The last discovery, indexed for Allocate (which reads it without a lock)."""
+
     inventory: Inventory
     cards: Mapping[str, Card]
     partitions: Mapping[str, Partition]
@@ -149,7 +162,7 @@ class NvidiaBackend:
     name = "nvidia"
     cdi_class = "gpu"
     """Our CDI specs name these devices ``hcs.deckhouse.io/gpu=<UUID>`` (see hcs_deviceplugin/cdi)."""
-    sharing_modes = frozenset({mps.MODE})
+    sharing_modes = frozenset({MPS_MODE})
 
     def __init__(self, config: BackendConfig, settings: NvidiaSettings, library: str) -> None:
         self._config = config
@@ -162,13 +175,7 @@ class NvidiaBackend:
         self._mps_unhealthy: dict[str, str] = {}
         self._sink: queue.Queue[HealthEvent | None] | None = None
         self._closed = False
-        self._mps = mps.MpsSupervisor(
-            settings.mps,
-            config.host_root,
-            lambda: self._snapshot.cards if self._snapshot else {},
-            self._mps_health,
-            config.stop,
-        )
+        self._mps: MpsSupervisor | None = None  # started by the first card to share by MPS
 
     # -- Backend protocol -------------------------------------------------------------------------
 
@@ -227,7 +234,23 @@ class NvidiaBackend:
             yield event
 
     def configure_sharing(self, requests: Mapping[str, SharingRequest]) -> None:
-        """Cards to share by MPS now (the core's :class:`SharingRequest`); returns at once."""
+        """Cards to share by MPS now (the core's :class:`SharingRequest`); returns at once.
+
+        The supervisor (and :mod:`vendors.nvidia.mps`) is created for the first MPS request; until
+        then there is no control daemon to start or quit. The core calls this from its one control
+        thread only."""
+        if self._mps is None:
+            if not any(r.mode == MPS_MODE for r in requests.values()):
+                return
+            from vendors.nvidia.mps import MpsSupervisor
+
+            self._mps = MpsSupervisor(
+                self._settings.mps,
+                self._config.host_root,
+                lambda: self._snapshot.cards if self._snapshot else {},
+                self._mps_health,
+                self._config.stop,
+            )
         self._mps.configure(requests)
 
     def container_edits(
@@ -239,15 +262,16 @@ class NvidiaBackend:
             raise ValueError("container_edits before discover(): no NVIDIA cards are known yet")
         edit_options = edits.parse_edit_options(options, self._settings.edit_defaults)
         result = edits.container_edits(units, snapshot.cards, snapshot.partitions, edit_options)
-        if options is not None and options.get(SHARING_OPTION) == mps.MODE:
+        if options is not None and options.get(SHARING_OPTION) == MPS_MODE:
             result = result.merged(self._mps_edits(units))
         return result
 
     def _mps_edits(self, units: Sequence[Unit]) -> ContainerEdits:
         """An MPS client's env and mounts (:class:`mps.MpsClient`); refused while a daemon is not up."""
         merged = ContainerEdits()
+        supervisor = self._mps
         for card_id in dict.fromkeys(u.card_id for u in units):
-            client = self._mps.client(card_id)
+            client = supervisor.client(card_id) if supervisor is not None else None
             if client is None:
                 raise ValueError(f"card {card_id}: its MPS control daemon is not running")
             merged = merged.merged(ContainerEdits(env=client.env(), mounts=client.mounts()))
@@ -269,6 +293,8 @@ class NvidiaBackend:
         """Fill ``card`` with ``count`` MIG devices of ``profile`` (see :func:`mig.fill_card`)."""
         if card.backend != self.name:
             raise NotSupportedError(f"card {card.id} belongs to backend {card.backend}, not nvidia")
+        from vendors.nvidia import mig  # loaded by the first layout, not by every start
+
         with self._nvml_lock:
             mig.fill_card(card, profile, count)
         inventory = self.discover()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hcs_deviceplugin.model import Card, Health, Inventory, Partition
 from vendors.nvidia import attributes as attr
-from vendors.nvidia import hostfs, mig, nvml, topology
+from vendors.nvidia import hostfs, nvml, topology
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ def read_partitions(
     ``mig_minors`` is called only for a card in MIG mode (see :func:`_mig_minors_once`)."""
     if card.attributes.get(attr.MIG_MODE) != "enabled":
         return []
+    from vendors.nvidia import mig  # only a card in MIG mode needs its profile tables and readers
+
     minors = mig_minors()
     try:
         slots = nvml.max_mig_device_count(handle)

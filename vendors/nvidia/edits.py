@@ -26,6 +26,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Card, ContainerEdits, DeviceNode, Mount, Partition, Unit
 from vendors.nvidia import attributes as attr
 
@@ -39,7 +40,8 @@ _CDI_ANNOTATION_NAMESPACE = "7b0a4e1d-51f2-4a5e-8c0d-6f6b1c3e9a10"
 needs it, so a start (which never allocates) does not load it."""
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class EditOptions:
     """How to describe devices to the container runtime; see the module docstring."""
 
@@ -108,7 +110,8 @@ def parse_edit_options(options: Mapping[str, str] | None, base: EditOptions | No
     return result
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class _Target:
     """One distinct card or MIG device a request touches."""
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Card, Health, HealthEvent, Inventory
 from vendors.nvidia import attributes as attr
 from vendors.nvidia import nvml
@@ -43,7 +44,8 @@ def _xid_list(text: str) -> frozenset[int]:
     return frozenset(found)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class XidPolicy:
     """Which Xids make a device Unhealthy."""
 
@@ -77,15 +79,17 @@ class XidPolicy:
         return XidPolicy(ignored=base | extra, forced=_xid_list(enable or ""), all_disabled=all_disabled)
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Bad:
+    """One Unhealthy device: why, when it was last seen bad, and when to probe it next."""
+
     card_id: str
     reason: str
     last_bad: float
     probe_at: float
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class RecoveryTracker:
     """Devices currently Unhealthy, when they were last seen bad, and when to probe them next."""
 
@@ -121,8 +125,11 @@ class RecoveryTracker:
         return max(0.0, min(e.probe_at for e in self.bad.values()) - now)
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class HealthSettings:
+    """The health options of ``--backend-option nvidia.*`` (see the backend's module doc)."""
+
     policy: XidPolicy = field(default_factory=XidPolicy)
     recovery_seconds: float = 60.0  # negative: never recover (upstream behaviour)
     wait_ms: int = 1000  # longest single nvmlEventSetWait; bounds how late ``stop`` is noticed
@@ -130,7 +137,7 @@ class HealthSettings:
     backoff_max_seconds: float = 30.0
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _Session:
     """One nvmlInit reference, its event set and the cards registered on it."""
 

@@ -7,8 +7,9 @@ All are read at discovery only (never from Allocate), under ``BackendConfig.host
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
+
+from hcs_deviceplugin.lazyre import LazyPattern
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ CAPS_DIR = "/dev/nvidia-caps"
 # The node-wide device nodes NVIDIA's plugin passes when they exist (nvidia.md §3.6).
 CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 
-_MINOR_LINE = re.compile(r"^gpu(\d+)/gi(\d+)(?:/ci(\d+))?/access\s+(\d+)$")
+_MINOR_LINE = LazyPattern(r"^gpu(\d+)/gi(\d+)(?:/ci(\d+))?/access\s+(\d+)$")
 
 MigMinors = dict[tuple[int, int, int | None], int]
 

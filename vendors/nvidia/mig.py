@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hcs_deviceplugin.backend import PARTITION_FILL
 from hcs_deviceplugin.model import Card, NotSupportedError
-from vendors.nvidia import nvml
+from vendors.nvidia import nvml, nvml_mig
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,14 @@ class ProfileTable:
     """A card's GPU-instance profiles by id, with the names they produce on this card."""
 
     parent_total_bytes: int
-    by_id: dict[int, nvml.GpuInstanceProfile]
+    by_id: dict[int, nvml_mig.GpuInstanceProfile]
 
-    def name_of(self, profile: nvml.GpuInstanceProfile, ci_slices: int | None = None) -> str:
+    def name_of(self, profile: nvml_mig.GpuInstanceProfile, ci_slices: int | None = None) -> str:
         g = GI_SLICES[profile.index]
         gb = memory_gb(profile.memory_mb, self.parent_total_bytes)
         return profile_name(g, g if ci_slices is None else ci_slices, gb, GI_SUFFIX[profile.index])
 
-    def find(self, name: str) -> nvml.GpuInstanceProfile | None:
+    def find(self, name: str) -> nvml_mig.GpuInstanceProfile | None:
         for profile in self.by_id.values():
             if self.name_of(profile) == name:
                 return profile
@@ -84,10 +84,10 @@ class ProfileTable:
 
 def profile_table(device: nvml.Device, parent_total_bytes: int) -> ProfileTable:
     """Every GPU-instance profile the card answers (NOT_SUPPORTED / INVALID_ARGUMENT ones skipped)."""
-    by_id: dict[int, nvml.GpuInstanceProfile] = {}
+    by_id: dict[int, nvml_mig.GpuInstanceProfile] = {}
     for index in range(nvml.GPU_INSTANCE_PROFILE_COUNT):
         try:
-            info = nvml.gpu_instance_profile(device, index)
+            info = nvml_mig.gpu_instance_profile(device, index)
         except nvml.NvmlError as err:
             if err.code == nvml.ERROR_FUNCTION_NOT_FOUND:
                 raise
@@ -99,7 +99,7 @@ def profile_table(device: nvml.Device, parent_total_bytes: int) -> ProfileTable:
 def _ci_profile_index(gi: nvml.GpuInstance, ci_profile_id: int) -> int | None:
     for index in range(nvml.COMPUTE_INSTANCE_PROFILE_COUNT):
         try:
-            if nvml.compute_instance_profile(gi, index).id == ci_profile_id:
+            if nvml_mig.compute_instance_profile(gi, index).id == ci_profile_id:
                 return index
         except nvml.NvmlError as err:
             if err.code == nvml.ERROR_FUNCTION_NOT_FOUND:
@@ -130,15 +130,15 @@ def read_mig_device(parent: nvml.Device, mig: nvml.Device, table: ProfileTable |
     The attribute route (slice counts and memory from ``nvmlDeviceGetAttributes``) is the fallback
     when the instance or profile calls are unsupported; it cannot see ``+me``/``+gfx`` variants.
     """
-    attrs = nvml.attributes(mig)
-    gi_id, ci_id = nvml.gpu_instance_id(mig), nvml.compute_instance_id(mig)
+    attrs = nvml_mig.attributes(mig)
+    gi_id, ci_id = nvml_mig.gpu_instance_id(mig), nvml_mig.compute_instance_id(mig)
     total = table.parent_total_bytes if table else nvml.memory_total(parent)
     gi_profile_id = ci_profile_id = start = size = None
     profile = None
     try:
-        gi = nvml.gpu_instance_by_id(parent, gi_id)
-        gi_info = nvml.gpu_instance_info(gi)
-        ci_info = nvml.compute_instance_info(nvml.compute_instance_by_id(gi, ci_id))
+        gi = nvml_mig.gpu_instance_by_id(parent, gi_id)
+        gi_info = nvml_mig.gpu_instance_info(gi)
+        ci_info = nvml_mig.compute_instance_info(nvml_mig.compute_instance_by_id(gi, ci_id))
         gi_profile_id, ci_profile_id = gi_info.profile_id, ci_info.profile_id
         start, size = gi_info.start, gi_info.size
         gi_profile = table.by_id.get(gi_info.profile_id) if table else None
@@ -171,12 +171,12 @@ def read_mig_device(parent: nvml.Device, mig: nvml.Device, table: ProfileTable |
     )
 
 
-def _ci_profiles(gi: nvml.GpuInstance) -> list[nvml.ComputeInstanceProfile]:
+def _ci_profiles(gi: nvml.GpuInstance) -> list[nvml_mig.ComputeInstanceProfile]:
     """The compute-instance profiles this GPU instance offers."""
     found = []
     for index in range(nvml.COMPUTE_INSTANCE_PROFILE_COUNT):
         try:
-            found.append(nvml.compute_instance_profile(gi, index))
+            found.append(nvml_mig.compute_instance_profile(gi, index))
         except nvml.NvmlError as err:
             if err.code == nvml.ERROR_FUNCTION_NOT_FOUND:
                 raise
@@ -184,8 +184,8 @@ def _ci_profiles(gi: nvml.GpuInstance) -> list[nvml.ComputeInstanceProfile]:
 
 
 def _full_ci_profile(
-    profiles: list[nvml.ComputeInstanceProfile], gi_slices: int
-) -> nvml.ComputeInstanceProfile:
+    profiles: list[nvml_mig.ComputeInstanceProfile], gi_slices: int
+) -> nvml_mig.ComputeInstanceProfile:
     """The plain compute-instance profile that takes the whole GPU instance (C == G)."""
     for profile in profiles:
         if profile.index <= 6 and CI_SLICES[profile.index] == gi_slices:  # 7, 8: REV1 / NVL variants
@@ -194,12 +194,12 @@ def _full_ci_profile(
 
 
 def _compute_instances(
-    gi: nvml.GpuInstance, profiles: list[nvml.ComputeInstanceProfile]
-) -> list[tuple[nvml.ComputeInstanceProfile, nvml.ComputeInstance]]:
+    gi: nvml.GpuInstance, profiles: list[nvml_mig.ComputeInstanceProfile]
+) -> list[tuple[nvml_mig.ComputeInstanceProfile, nvml.ComputeInstance]]:
     return [
         (profile, ci)
         for profile in profiles
-        for ci in nvml.compute_instances(gi, profile.id, max(profile.instance_count, 1))
+        for ci in nvml_mig.compute_instances(gi, profile.id, max(profile.instance_count, 1))
     ]
 
 
@@ -209,15 +209,15 @@ def _keep_whole(gi: nvml.GpuInstance, slices: int) -> bool:
     full = _full_ci_profile(profiles, slices)
     existing = _compute_instances(gi, profiles)
     if not existing:
-        nvml.create_compute_instance(gi, full.id)
+        nvml_mig.create_compute_instance(gi, full.id)
         return True
     return len(existing) == 1 and existing[0][0].id == full.id
 
 
 def _destroy(gi: nvml.GpuInstance) -> None:
     for _profile, ci in _compute_instances(gi, _ci_profiles(gi)):
-        nvml.destroy_compute_instance(ci)
-    nvml.destroy_gpu_instance(gi)
+        nvml_mig.destroy_compute_instance(ci)
+    nvml_mig.destroy_gpu_instance(gi)
 
 
 def fill_card(card: Card, profile: str, count: int) -> None:
@@ -256,15 +256,15 @@ def fill_card(card: Card, profile: str, count: int) -> None:
     kept = 0
     for info in table.by_id.values():
         capacity = max(info.instance_count, 1)
-        for gi in nvml.gpu_instances(device, info.id, capacity):
+        for gi in nvml_mig.gpu_instances(device, info.id, capacity):
             if info.id == wanted.id and kept < count and _keep_whole(gi, wanted.slice_count):
                 kept += 1
                 continue
             _destroy(gi)
     for _ in range(count - kept):
         try:
-            gi = nvml.create_gpu_instance(device, wanted.id)
+            gi = nvml_mig.create_gpu_instance(device, wanted.id)
         except nvml.NvmlError as err:
             raise NotSupportedError(f"card {card.id}: cannot create GPU instance {profile}: {err}") from None
-        nvml.create_compute_instance(gi, _full_ci_profile(_ci_profiles(gi), wanted.slice_count).id)
+        nvml_mig.create_compute_instance(gi, _full_ci_profile(_ci_profiles(gi), wanted.slice_count).id)
     log.info("card %s now holds %d × %s (%d kept)", card.id, count, profile, kept)

@@ -40,13 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hcs_deviceplugin.model import Card, Mount, SharingRequest
+from vendors.nvidia.mpssettings import MODE, MpsSettings
 
 log = logging.getLogger(__name__)
 
-MODE = "mps"
 CONTROL = "nvidia-cuda-mps-control"
 PID_FILE = "nvidia-cuda-mps-control.pid"
-DEFAULT_ROOT = "/run/nvidia/mps"
 DRIVER_BIN_DIRS = ("usr/bin", "run/nvidia/driver/usr/bin", "usr/local/nvidia/bin")
 COMMAND_TIMEOUT = 10.0
 SHM = "/dev/shm"
@@ -76,17 +75,6 @@ class MpsClient:
             Mount(container_path=self.pipe_dir, host_path=self.pipe_dir, read_only=False),
             Mount(container_path=SHM, host_path=self.shm_dir, read_only=False),
         )
-
-
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
-class MpsSettings:
-    """``mpsControl`` (the tool; default: ``PATH``, then the driver's bin folders under the host root),
-    ``mpsRoot`` (host path), ``mpsCheckSeconds`` (1), ``mpsRetrySeconds`` (5)."""
-
-    control: str | None = None
-    root: str = DEFAULT_ROOT
-    check_seconds: float = 1.0
-    retry_seconds: float = 5.0
 
 
 def client_for(card: Card, request: SharingRequest, root: str) -> MpsClient:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NewType, TypeVar
 
 import pynvml
+
+from hcs_deviceplugin.fieldrepr import field_repr
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class LibraryUnavailable(Exception):
     """No usable NVML library: not found, not loadable, or its init failed. The message says which."""
 
 
-def _call(name: str, *args: object) -> Any:
+def call(name: str, *args: object) -> Any:
     """Call ``pynvml.<name>`` and turn any NVMLError into :class:`NvmlError`."""
     try:
         return getattr(pynvml, name)(*args)
@@ -167,11 +168,11 @@ def open_library(path: str | None, host_root: Path) -> str:
 
 
 def init() -> None:
-    _call("nvmlInit")
+    call("nvmlInit")
 
 
 def shutdown() -> None:
-    _call("nvmlShutdown")
+    call("nvmlShutdown")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -180,47 +181,48 @@ def shutdown() -> None:
 
 
 def driver_version() -> str:
-    return str(_call("nvmlSystemGetDriverVersion"))
+    return str(call("nvmlSystemGetDriverVersion"))
 
 
 def device_count() -> int:
-    return int(_call("nvmlDeviceGetCount"))
+    return int(call("nvmlDeviceGetCount"))
 
 
 def handle_by_index(index: int) -> Device:
-    return Device(_call("nvmlDeviceGetHandleByIndex", index))
+    return Device(call("nvmlDeviceGetHandleByIndex", index))
 
 
 def handle_by_uuid(uuid: str) -> Device:
-    return Device(_call("nvmlDeviceGetHandleByUUID", uuid))
+    return Device(call("nvmlDeviceGetHandleByUUID", uuid))
 
 
 def uuid(device: Device) -> str:
-    return str(_call("nvmlDeviceGetUUID", device))
+    return str(call("nvmlDeviceGetUUID", device))
 
 
 def name(device: Device) -> str:
-    return str(_call("nvmlDeviceGetName", device))
+    return str(call("nvmlDeviceGetName", device))
 
 
 def minor_number(device: Device) -> int:
-    return int(_call("nvmlDeviceGetMinorNumber", device))
+    return int(call("nvmlDeviceGetMinorNumber", device))
 
 
 def index(device: Device) -> int:
-    return int(_call("nvmlDeviceGetIndex", device))
+    return int(call("nvmlDeviceGetIndex", device))
 
 
 def memory_total(device: Device) -> int:
-    return int(_call("nvmlDeviceGetMemoryInfo", device).total)
+    return int(call("nvmlDeviceGetMemoryInfo", device).total)
 
 
 def compute_capability(device: Device) -> tuple[int, int]:
-    major, minor = _call("nvmlDeviceGetCudaComputeCapability", device)
+    major, minor = call("nvmlDeviceGetCudaComputeCapability", device)
     return int(major), int(minor)
 
 
-@dataclass(frozen=True)
+@field_repr
+@dataclass(frozen=True, repr=False)
 class PciInfo:
     """``nvmlPciInfo_t``: ``bus_id`` as NVML writes it (``00000000:17:00.0``), ids as packed by NVML."""
 
@@ -253,16 +255,16 @@ def _pci(raw: Any) -> PciInfo:
 
 
 def pci_info(device: Device) -> PciInfo:
-    return _pci(_call("nvmlDeviceGetPciInfo", device))
+    return _pci(call("nvmlDeviceGetPciInfo", device))
 
 
 def numa_node_id(device: Device) -> int:
-    return int(_call("nvmlDeviceGetNumaNodeId", device))
+    return int(call("nvmlDeviceGetNumaNodeId", device))
 
 
 def memory_affinity_nodes(device: Device, words: int = 1) -> list[int]:
     """NUMA nodes whose memory is local to the card (scope NODE); may be empty."""
-    raw = _call("nvmlDeviceGetMemoryAffinity", device, words, 0)
+    raw = call("nvmlDeviceGetMemoryAffinity", device, words, 0)
     return [w * 64 + bit for w in range(words) for bit in range(64) if (int(raw[w]) >> bit) & 1]
 
 
@@ -272,202 +274,47 @@ def memory_affinity_nodes(device: Device, words: int = 1) -> list[int]:
 
 
 def common_ancestor(a: Device, b: Device) -> int:
-    return int(_call("nvmlDeviceGetTopologyCommonAncestor", a, b))
+    return int(call("nvmlDeviceGetTopologyCommonAncestor", a, b))
 
 
 def nvlink_active(device: Device, link: int) -> bool:
-    return int(_call("nvmlDeviceGetNvLinkState", device, link)) == 1
+    return int(call("nvmlDeviceGetNvLinkState", device, link)) == 1
 
 
 def nvlink_version(device: Device, link: int) -> int:
-    return int(_call("nvmlDeviceGetNvLinkVersion", device, link))
+    return int(call("nvmlDeviceGetNvLinkVersion", device, link))
 
 
 def nvlink_remote_pci(device: Device, link: int) -> PciInfo:
-    return _pci(_call("nvmlDeviceGetNvLinkRemotePciInfo", device, link))
+    return _pci(call("nvmlDeviceGetNvLinkRemotePciInfo", device, link))
 
 
 def nvlink_remote_type(device: Device, link: int) -> int:
-    return int(_call("nvmlDeviceGetNvLinkRemoteDeviceType", device, link))
+    return int(call("nvmlDeviceGetNvLinkRemoteDeviceType", device, link))
 
 
 # ---------------------------------------------------------------------------------------------------
-# MIG
+# MIG mode and devices (instances and profiles: vendors.nvidia.nvml_mig)
 # ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
-class DeviceAttributes:
-    """``nvmlDeviceAttributes_t`` of a MIG device: its slices, SMs and memory."""
-
-    multiprocessor_count: int
-    gpu_instance_slices: int
-    compute_instance_slices: int
-    memory_mb: int
-
-
-@dataclass(frozen=True)
-class GpuInstanceProfile:
-    """``nvmlGpuInstanceProfileInfo(_v2)_t`` of profile index ``index``; ``name`` is empty from v1."""
-
-    index: int
-    id: int
-    slice_count: int
-    instance_count: int
-    multiprocessor_count: int
-    memory_mb: int
-    name: str
-
-
-@dataclass(frozen=True)
-class ComputeInstanceProfile:
-    """``nvmlComputeInstanceProfileInfo(_v2)_t`` of CI profile index ``index``."""
-
-    index: int
-    id: int
-    slice_count: int
-    instance_count: int
-    name: str
-
-
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
-class InstanceInfo:
-    """``nvmlGpuInstanceInfo_t`` / ``nvmlComputeInstanceInfo_t``: id, profile id and placement."""
-
-    id: int
-    profile_id: int
-    start: int
-    size: int
 
 
 def mig_mode(device: Device) -> tuple[int, int]:
     """(current, pending) MIG mode; NOT_SUPPORTED on cards that cannot do MIG."""
-    current, pending = _call("nvmlDeviceGetMigMode", device)
+    current, pending = call("nvmlDeviceGetMigMode", device)
     return int(current), int(pending)
 
 
 def max_mig_device_count(device: Device) -> int:
-    return int(_call("nvmlDeviceGetMaxMigDeviceCount", device))
+    return int(call("nvmlDeviceGetMaxMigDeviceCount", device))
 
 
 def mig_device_by_index(device: Device, slot: int) -> Device:
-    return Device(_call("nvmlDeviceGetMigDeviceHandleByIndex", device, slot))
+    return Device(call("nvmlDeviceGetMigDeviceHandleByIndex", device, slot))
 
 
 def is_mig_device(device: Device) -> bool:
     # pynvml returns the c_uint itself, not an int (nvidia.md §1.3).
-    return bool(_call("nvmlDeviceIsMigDeviceHandle", device).value)
-
-
-def gpu_instance_id(device: Device) -> int:
-    return int(_call("nvmlDeviceGetGpuInstanceId", device))
-
-
-def compute_instance_id(device: Device) -> int:
-    return int(_call("nvmlDeviceGetComputeInstanceId", device))
-
-
-def attributes(device: Device) -> DeviceAttributes:
-    raw = _call("nvmlDeviceGetAttributes_v2", device)
-    return DeviceAttributes(
-        multiprocessor_count=int(raw.multiprocessorCount),
-        gpu_instance_slices=int(raw.gpuInstanceSliceCount),
-        compute_instance_slices=int(raw.computeInstanceSliceCount),
-        memory_mb=int(raw.memorySizeMB),
-    )
-
-
-def _with_v1_fallback(call_v2: Callable[[], _T], call_v1: Callable[[], _T]) -> _T:
-    """Prefer the ``…V`` symbol pynvml uses by default; use the v1 one when the library lacks it."""
-    try:
-        return call_v2()
-    except NvmlError as err:
-        if err.code != ERROR_FUNCTION_NOT_FOUND:
-            raise
-        return call_v1()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def gpu_instance_profile(device: Device, profile_index: int) -> GpuInstanceProfile:
-    def read(version: int) -> GpuInstanceProfile:
-        raw = _call("nvmlDeviceGetGpuInstanceProfileInfo", device, profile_index, version)
-        return GpuInstanceProfile(
-            index=profile_index,
-            id=int(raw.id),
-            slice_count=int(raw.sliceCount),
-            instance_count=int(raw.instanceCount),
-            multiprocessor_count=int(raw.multiprocessorCount),
-            memory_mb=int(raw.memorySizeMB),
-            name=_text(raw.name) if version == 2 else "",
-        )
-
-    return _with_v1_fallback(lambda: read(2), lambda: read(1))
-
-
-def compute_instance_profile(gi: GpuInstance, profile_index: int) -> ComputeInstanceProfile:
-    def read(version: int) -> ComputeInstanceProfile:
-        raw = _call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, profile_index, 0, version)
-        return ComputeInstanceProfile(
-            index=profile_index,
-            id=int(raw.id),
-            slice_count=int(raw.sliceCount),
-            instance_count=int(raw.instanceCount),
-            name=_text(raw.name) if version == 2 else "",
-        )
-
-    return _with_v1_fallback(lambda: read(2), lambda: read(1))
-
-
-def gpu_instance_by_id(device: Device, gi_id: int) -> GpuInstance:
-    return GpuInstance(_call("nvmlDeviceGetGpuInstanceById", device, gi_id))
-
-
-def gpu_instance_info(gi: GpuInstance) -> InstanceInfo:
-    raw = _call("nvmlGpuInstanceGetInfo", gi)
-    return InstanceInfo(int(raw.id), int(raw.profileId), int(raw.placement.start), int(raw.placement.size))
-
-
-def compute_instance_by_id(gi: GpuInstance, ci_id: int) -> ComputeInstance:
-    return ComputeInstance(_call("nvmlGpuInstanceGetComputeInstanceById", gi, ci_id))
-
-
-def compute_instance_info(ci: ComputeInstance) -> InstanceInfo:
-    raw = _call("nvmlComputeInstanceGetInfo", ci)
-    return InstanceInfo(int(raw.id), int(raw.profileId), int(raw.placement.start), int(raw.placement.size))
-
-
-def gpu_instances(device: Device, profile_id: int, capacity: int) -> list[GpuInstance]:
-    """Existing GPU instances of ``profile_id``; ``capacity`` is the profile's instance count."""
-    array = (pynvml.c_nvmlGpuInstance_t * max(capacity, 1))()
-    count = ctypes.c_uint(0)
-    _call("nvmlDeviceGetGpuInstances", device, profile_id, array, ctypes.byref(count))
-    return [GpuInstance(array[k]) for k in range(count.value)]
-
-
-def compute_instances(gi: GpuInstance, profile_id: int, capacity: int) -> list[ComputeInstance]:
-    array = (pynvml.c_nvmlComputeInstance_t * max(capacity, 1))()
-    count = ctypes.c_uint(0)
-    _call("nvmlGpuInstanceGetComputeInstances", gi, profile_id, array, ctypes.byref(count))
-    return [ComputeInstance(array[k]) for k in range(count.value)]
-
-
-def create_gpu_instance(device: Device, profile_id: int) -> GpuInstance:
-    return GpuInstance(_call("nvmlDeviceCreateGpuInstance", device, profile_id))
-
-
-def create_compute_instance(gi: GpuInstance, profile_id: int) -> ComputeInstance:
-    return ComputeInstance(_call("nvmlGpuInstanceCreateComputeInstance", gi, profile_id))
-
-
-def destroy_gpu_instance(gi: GpuInstance) -> None:
-    _call("nvmlGpuInstanceDestroy", gi)
-
-
-def destroy_compute_instance(ci: ComputeInstance) -> None:
-    _call("nvmlComputeInstanceDestroy", ci)
+    return bool(call("nvmlDeviceIsMigDeviceHandle", device).value)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -475,7 +322,8 @@ def destroy_compute_instance(ci: ComputeInstance) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class EventData:
     """``nvmlEventData_t``; ``device`` is the handle's address, comparable with :func:`address`."""
 
@@ -493,20 +341,20 @@ def address(device: Device) -> int:
 
 
 def event_set_create() -> EventSet:
-    return EventSet(_call("nvmlEventSetCreate"))
+    return EventSet(call("nvmlEventSetCreate"))
 
 
 def supported_event_types(device: Device) -> int:
-    return int(_call("nvmlDeviceGetSupportedEventTypes", device))
+    return int(call("nvmlDeviceGetSupportedEventTypes", device))
 
 
 def register_events(device: Device, mask: int, event_set: EventSet) -> None:
-    _call("nvmlDeviceRegisterEvents", device, mask, event_set)
+    call("nvmlDeviceRegisterEvents", device, mask, event_set)
 
 
 def event_set_wait(event_set: EventSet, timeout_ms: int) -> EventData:
     """Next event, or NvmlError(TIMEOUT) after ``timeout_ms``. The GIL is released while it blocks."""
-    raw = _call("nvmlEventSetWait", event_set, timeout_ms)
+    raw = call("nvmlEventSetWait", event_set, timeout_ms)
     return EventData(
         device=address(Device(raw.device)),
         event_type=int(raw.eventType),
@@ -517,4 +365,4 @@ def event_set_wait(event_set: EventSet, timeout_ms: int) -> EventData:
 
 
 def event_set_free(event_set: EventSet) -> None:
-    _call("nvmlEventSetFree", event_set)
+    call("nvmlEventSetFree", event_set)

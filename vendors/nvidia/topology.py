@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Link, LinkKind, LinkMatrix
 from vendors.nvidia import nvml
 
@@ -49,7 +50,8 @@ def normalise_bus_id(bus_id: str) -> str:
     return text
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no __eq__/__hash__ to compile at start
+@field_repr
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class TopoCard:
     """A card as topology needs it: id, NVML handle, normalised PCI address."""
 
@@ -58,8 +60,10 @@ class TopoCard:
     pci_address: str
 
 
-@dataclass(eq=False)  # never compared: no __eq__ to compile at start
+@dataclass(eq=False, repr=False)  # never compared or logged: less to compile at start
 class _NvLinks:
+    """What one card's NVLinks reach: links per peer card, links to NVSwitches, one link's speed."""
+
     peers: Counter[str] = field(default_factory=Counter)
     switch_links: int = 0
     gbps_per_link: float = 0.0

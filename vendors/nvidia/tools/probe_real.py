@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 
 from hcs_deviceplugin.backend import BackendAbsent, BackendConfig
 from hcs_deviceplugin.model import Card, HealthEvent, Inventory, Partition, Unit, replica_unit_id
-from vendors.nvidia import create_backend, nvml
+from vendors.nvidia import create_backend, nvml, nvml_mig
 
 STRATEGIES: tuple[dict[str, str], ...] = (
     {"deviceListStrategy": "envvar"},
@@ -106,14 +106,14 @@ def _raw_calls(card_id: str, peer_id: str | None) -> dict[str, object]:
         "nvmlDeviceGetMigMode": lambda: nvml.mig_mode(handle),
         "nvmlDeviceGetMaxMigDeviceCount": lambda: nvml.max_mig_device_count(handle),
         "nvmlDeviceIsMigDeviceHandle": lambda: nvml.is_mig_device(handle),
-        "nvmlDeviceGetAttributes_v2": lambda: nvml.attributes(handle),
+        "nvmlDeviceGetAttributes_v2": lambda: nvml_mig.attributes(handle),
         "nvmlDeviceGetSupportedEventTypes": lambda: hex(nvml.supported_event_types(handle)),
         "nvmlDeviceGetIndex": lambda: nvml.index(handle),
         "nvmlDeviceGetMinorNumber": lambda: nvml.minor_number(handle),
     }
     for index in range(nvml.GPU_INSTANCE_PROFILE_COUNT):
         calls[f"nvmlDeviceGetGpuInstanceProfileInfoV({index})"] = partial(
-            nvml.gpu_instance_profile, handle, index
+            nvml_mig.gpu_instance_profile, handle, index
         )
     return {name: _timed(call) for name, call in calls.items()}
 
