@@ -49,15 +49,19 @@ def settle() -> int:
     return gc.get_freeze_count()
 
 
-def settle_when(ready: Callable[[float], object], stop: threading.Event) -> threading.Thread:
+def settle_when(
+    ready: Callable[[float], object], stop: threading.Event, prepare: Callable[[], object] = lambda: None
+) -> threading.Thread:
     """On a thread: once ``ready(seconds)`` returns (the pools stream) and unless ``stop`` is set,
-    :func:`settle`. Returns the started thread."""
+    ``prepare()`` (what a start leaves for later but the first calls would pay for; loaded before
+    the freeze, so it is frozen too), then :func:`settle`. Returns the started thread."""
 
     def run() -> None:
         ready(SETTLE_WAIT_S)
         if stop.is_set():
             resume_collection()  # stopping: nothing to settle, and nothing left to defer for
             return
+        prepare()
         started = time.monotonic()
         frozen = settle()
         log.debug("froze %d start-up objects in %.1f ms", frozen, (time.monotonic() - started) * 1000)

@@ -223,7 +223,7 @@ class _EarlierEntries:
 
 
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(frozen=True, repr=False)  # compared: a parse reuses the last one's pools only under equal prefixes
 class _Prefixes:
     """The resource domains of the document, or ``None`` where the prefix is unusable."""
 

@@ -35,16 +35,22 @@ def ready(timeout):
 class Cycle:
     def __init__(self): self.me = self
 
+prepared = []
+def prepare():
+    prepared.append((len(calls), gc.get_freeze_count()))  # after ready, before the freeze
+
 garbage = weakref.ref(Cycle())  # start-up garbage: collected before the freeze, not kept by it
 assert gc.get_freeze_count() == 0
-settle_when(ready, threading.Event()).join(10)
+settle_when(ready, threading.Event(), prepare).join(10)
 frozen = gc.get_freeze_count()
 assert calls and frozen > 1000, (calls, frozen)
+assert prepared == [(1, 0)], prepared
 assert garbage() is None
 stopped = threading.Event(); stopped.set()
 gc.unfreeze()
-settle_when(ready, stopped).join(10)
+settle_when(ready, stopped, prepare).join(10)
 assert gc.get_freeze_count() == 0  # a daemon stopping before its pools stream settles nothing
+assert len(prepared) == 1  # and prepares nothing
 print("ok")
 """
 
@@ -89,12 +95,15 @@ entry, marker = os.environ["GC_ENTRY"], os.environ["GC_MARKER"]
 def seen(phase, info):
     if phase == "start":
         log.write(f"{info['generation']}:{int(marker in sys.modules)}\\n")
+        if info["generation"] == 2:
+            log.write(f"search:{int('hcs_deviceplugin.allocator' in sys.modules)}\\n")
 
 gc.callbacks.append(seen)
 sys.exit(importlib.import_module(entry).main())
 """
 """``hcs-deviceplugin run`` through ``$GC_ENTRY``'s ``main`` with every collection written to
-``$GC_LOG`` in order, as ``generation:loaded`` (``loaded`` 1 once ``$GC_MARKER`` is being loaded);
+``$GC_LOG`` in order, as ``generation:loaded`` (``loaded`` 1 once ``$GC_MARKER`` is being loaded;
+a full one followed by ``search:loaded`` for the allocator's search);
 ``gc.callbacks`` is the interpreter's own hook: nothing of ours is replaced."""
 
 
@@ -139,7 +148,9 @@ def test_a_run_daemon_collects_nothing_until_its_pools_stream(
         shutil.rmtree(root, ignore_errors=True)
     passes = gc_log.read_text().split()
     before_settling = passes[: passes.index("2:1")]
-    assert [p for p in before_settling if p.endswith(":1")] == []
+    assert [p for p in before_settling if p.endswith(":1") and not p.startswith("search")] == []
+    # the search is loaded once the pools stream, before the freeze: not by kubelet's first call
+    assert passes[passes.index("2:1") + 1] == "search:1"
 
 
 def test_a_refused_start_collects_as_usual_again(
