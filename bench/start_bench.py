@@ -70,17 +70,26 @@ def one_round(
     extra_env: Mapping[str, str] | None = None,
     stderr: IO[bytes] | None = None,
 ) -> tuple[float, float, float]:
-    """Start one daemon on a fresh kubelet; (exec → all pools streaming, its CPU time, SIGTERM → exit).
+    """Start one daemon on the fake node; (exec → all pools streaming, its CPU time, SIGTERM → exit).
 
     ``extra_env`` and ``stderr`` are for profiling runs (:mod:`bench.start_imports`)."""
+    env = compiled_env({**os.environ, **fake.env, **(extra_env or {})})
+    return timed_start(root, run_command(root, fake, free_port()), env, names, stderr)
+
+
+def timed_start(
+    root: Path, command: list[str], env: Mapping[str, str], names: set[str], stderr: IO[bytes] | None = None
+) -> tuple[float, float, float]:
+    """Run ``command`` (a daemon whose plugin dir is ``root/dp``) on a fresh kubelet simulator;
+    (exec → every pool in ``names`` registered and streaming with devices, its CPU time by then,
+    SIGTERM → exit)."""
     shutil.rmtree(root / "dp", ignore_errors=True)
     shutil.rmtree(root / "state", ignore_errors=True)
     kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
     kubelet.start()
-    env = compiled_env({**os.environ, **fake.env, **(extra_env or {})})
     try:
         began = time.monotonic()
-        proc = subprocess.Popen(run_command(root, fake, free_port()), env=env, stderr=stderr)
+        proc = subprocess.Popen(command, env=env, stderr=stderr)
         try:
             kubelet.wait_for(
                 lambda k: all(

@@ -17,12 +17,9 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -32,9 +29,8 @@ import yaml
 
 from bench.common import Result, compiled_env, precompile
 from bench.footprint_bench import free_port
-from bench.start_bench import WAIT, console_script, cpu_seconds, interpreter_floor
+from bench.start_bench import console_script, interpreter_floor, timed_start
 from hcs_deviceplugin.backend import BackendConfig
-from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.nvidia import create_backend
 
@@ -49,36 +45,12 @@ def real_cards(host_root: Path) -> list[str]:
 
 
 def one_round(root: Path, names: set[str], host_root: Path) -> tuple[float, float, float]:
-    """Start one daemon on a fresh kubelet; (exec → all pools streaming, its CPU time, SIGTERM → exit)."""
-    shutil.rmtree(root / "dp", ignore_errors=True)
-    shutil.rmtree(root / "state", ignore_errors=True)
-    kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
-    kubelet.start()
+    """Start one daemon on the host's GPUs; (exec → all pools streaming, its CPU time, SIGTERM → exit)."""
     command = [*console_script(), "run", "--plugin-dir", str(root / "dp"), "--pools-dir", str(root / "pools")]
     command += ["--vendors", "nvidia", "--node-name", "real", "--state-dir", str(root / "state")]
     command += ["--pod-resources-socket", str(root / "pr.sock"), "--metrics-address", "127.0.0.1"]
     command += ["--metrics-port", str(free_port()), "--log-level", "error", "--host-root", str(host_root)]
-    try:
-        began = time.monotonic()
-        proc = subprocess.Popen(command, env=compiled_env(dict(os.environ)))
-        try:
-            kubelet.wait_for(
-                lambda k: all(
-                    n in k.resources() and k.resource(n).connected and k.resource(n).healthy for n in names
-                ),
-                WAIT,
-                "every pool registered and streaming with devices",
-            )
-            started = time.monotonic() - began
-            cpu = cpu_seconds(proc.pid)
-        finally:
-            signalled = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=15)
-            stopped = time.monotonic() - signalled
-    finally:
-        kubelet.stop()
-    return started, cpu, stopped
+    return timed_start(root, command, compiled_env(dict(os.environ)), names)
 
 
 def main() -> int:
