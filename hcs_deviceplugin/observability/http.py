@@ -219,15 +219,15 @@ class ObservabilityServer:
             return
         self._stopping.set()
         self._go.set()
-        with self._server_lock:
+        with self._server_lock:  # the server thread closes the trigger only once it cleared _server
             server, building = self._server, self._building
-        if building:
-            return
-        if server is not None:
-            from waitress.server import BaseWSGIServer  # loaded: ``server`` is one
+            if building:
+                return
+            if server is not None:
+                from waitress.server import BaseWSGIServer  # loaded: ``server`` is one
 
-            if isinstance(server, BaseWSGIServer):
-                server.pull_trigger()  # wake the event loop now rather than at its next timeout
+                if isinstance(server, BaseWSGIServer):
+                    server.pull_trigger()  # wake the event loop now rather than at its next timeout
         thread.join(timeout=5)
 
     def _build(
@@ -293,11 +293,11 @@ class ObservabilityServer:
         except Exception:
             log.exception("observability HTTP loop failed")
         finally:
-            server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
-            wasyncore.close_all(socket_map)
-            with self._server_lock:
+            with self._server_lock:  # first, so that stop() no longer pulls the trigger closed below
                 if self._server is server:
                     self._server = None
+            server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
+            wasyncore.close_all(socket_map)
 
     # -- endpoint bodies, also usable without HTTP ---------------------------------------------
 

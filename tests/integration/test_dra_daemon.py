@@ -111,8 +111,8 @@ def test_a_dra_pool_is_a_resource_slice_and_never_a_device_plugin_resource(dra: 
     dra.wait_slice(lambda d: set(d) == {dra_device_name(H100[1]), dra_device_name(H100[2])}, "slice of 2")
     assert resource("claims") not in dra.node.kubelet.resources()
     assert dra.node.kubelet.resource(resource("dp")).healthy == {H100[0]}
-    ready, reasons = readiness(dra.view(lambda v: "dp" in v.pools, "dp served"))
-    assert ready, reasons
+    # registered at kubelet comes a moment before the daemon records it: wait for readiness itself
+    dra.view(lambda v: "dp" in v.pools and readiness(v)[0], "dp served and the daemon ready")
 
 
 def test_a_slice_the_apiserver_refuses_makes_the_daemon_unready_and_says_why(dra: DraNode) -> None:
@@ -130,6 +130,7 @@ def test_a_slice_the_apiserver_refuses_makes_the_daemon_unready_and_says_why(dra
 def test_a_claimed_card_drains_before_a_device_plugin_pool_gets_it_and_back(dra: DraNode) -> None:
     dra.node.write_pools(pool_doc(card_pool("dp", H100[0]), card_pool("claims", H100[1], api="dra")))
     daemon = dra.start()
+    dra.node.wait_registered("dp")
     dra.kubelet.wait_registered(DRIVER, WAIT)
     dra.wait_slice(lambda d: dra_device_name(H100[1]) in d, "claims published")
     ref = dra.claim("train", H100[1])
