@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from hcs_deviceplugin import cli
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
-from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
+from tests.integration.conftest import H100, WAIT, card_pool, end_daemon_run, pool_doc, resource
 from tests.integration.test_cli import free_port
 
 PROBE = """
@@ -141,11 +140,7 @@ def test_a_run_daemon_collects_nothing_until_its_pools_stream(
         _, stderr = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0, stderr[-2000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        end_daemon_run(proc, kubelet, root)
     passes = gc_log.read_text().split()
     before_settling = passes[: passes.index("2:1")]
     assert [p for p in before_settling if p.endswith(":1") and not p.startswith("search")] == []

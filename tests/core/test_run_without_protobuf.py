@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
-from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
+from tests.integration.conftest import H100, WAIT, card_pool, end_daemon_run, pool_doc, resource
 from tests.integration.test_cli import CLI, free_port
 
 
@@ -75,11 +74,7 @@ def test_a_run_daemon_serving_a_pool_never_imports_protobuf() -> None:
         _, stderr = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0, stderr[-2000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        end_daemon_run(proc, kubelet, root)
     modules = imported_modules(stderr)
     assert "hcs_deviceplugin.api.deviceplugin.v1beta1.api_wire" in modules
     assert "hcs_deviceplugin.api.podresources.v1.api_wire" in modules

@@ -6,6 +6,7 @@ Socket paths must stay under 108 bytes, so the working directory is a short ``/t
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -34,6 +35,16 @@ H100 = [
     "GPU-2ac88a71-0e02-5d15-901a-7e29d9b6b94d",
     "GPU-0041856c-3cfc-5227-850b-a3305930bce2",
 ]
+
+
+def end_daemon_run(proc: subprocess.Popen[str], kubelet: KubeletSimulator, root: Path) -> None:
+    """After a test that ran ``hcs-deviceplugin run`` against ``kubelet`` under ``root``: kill the
+    daemon if the test left it running (a failed assertion), stop the kubelet, remove ``root``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=5)
+    kubelet.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def resource(pool: str) -> str:

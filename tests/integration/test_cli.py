@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from hcs_deviceplugin.simulation.hardware import ENTRY_POINT_GROUP as FAKE_HARDWARE_GROUP
-from tests.integration.conftest import H100, WAIT, card_pool, pool_doc, resource
+from tests.integration.conftest import H100, WAIT, card_pool, end_daemon_run, pool_doc, resource
 
 CLI = [sys.executable, "-m", "hcs_deviceplugin.cli"]
 
@@ -153,11 +152,7 @@ def test_run_serves_pools_and_stops_cleanly_on_sigterm() -> None:
         assert (root / "state" / "state.json").is_file()
         kubelet.wait_for(lambda k: not k.resource(resource("train")).connected, WAIT, "stream closed")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        end_daemon_run(proc, kubelet, root)
 
 
 def test_validate_config_exit_codes(tmp_path: Path) -> None:
