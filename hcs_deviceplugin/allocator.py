@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hcs_deviceplugin.allocation import ReplicaPolicy, Topology, hardware_load
+from hcs_deviceplugin.allocation import Topology
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy, hardware_load
 from hcs_deviceplugin.model import Card, LinkMatrix, Unit
 
 __all__ = ["ReplicaPolicy", "Topology", "hardware_load", "preferred_allocation"]

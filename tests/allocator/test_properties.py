@@ -16,7 +16,8 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hcs_deviceplugin.allocation import GROUP_ATTRIBUTE, MODULE_ATTRIBUTE, ReplicaPolicy, Topology
+from hcs_deviceplugin.allocation import GROUP_ATTRIBUTE, MODULE_ATTRIBUTE, Topology
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocation.select import CardRequest, Key, Objective, choose, greedy_baseline, improved
 from hcs_deviceplugin.model import Card, Link, LinkKind, LinkMatrix, Unit, replica_unit_id
 

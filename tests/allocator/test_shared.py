@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hcs_deviceplugin.allocation import ReplicaPolicy, Topology
+from hcs_deviceplugin.allocation import Topology
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.model import Unit, replica_unit_id
 from tests.allocator.loader import TOPOLOGIES, load
 

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hcs_deviceplugin.allocation import ReplicaPolicy, Topology
+from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.allocation import hierarchy as tree
+from hcs_deviceplugin.allocation.policy import ReplicaPolicy
 from hcs_deviceplugin.allocation.units import PoolUnits, UnitLayout
 from hcs_deviceplugin.model import Unit
 from tests.allocator.islands import IslandNode, island_node
