@@ -22,7 +22,7 @@ from hcs_deviceplugin.logsetup import configure_logging
 from hcs_deviceplugin.observability.inspect import main as inspect_main
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.runner import Runner, RunSettings
-from tests.integration.conftest import H100, WAIT, card_pool, fresh_node, pool_doc, resource
+from tests.integration.conftest import H100, WAIT, Node, card_pool, fresh_node, pool_doc, resource
 from tests.observability.conftest import parse_samples, value
 
 
@@ -93,25 +93,28 @@ def test_a_broken_pool_file_logs_its_source_and_path_as_fields(tmp_path: Path, j
     assert "slicesPerUnit" in errors[0]["config_path"]
 
 
+def node_settings(node: Node, **extra: Any) -> RunSettings:
+    """``run``'s settings for the simulated ``node`` with its metrics on a free local port."""
+    return RunSettings(
+        plugin_dir=node.plugin_dir,
+        pools_dir=node.pools_dir,
+        host_root=node.root,
+        vendors=("simulated",),
+        node_name="node-1",
+        pod_resources_socket=node.root / "pr.sock",
+        pod_resources_interval=0.1,
+        metrics_address="127.0.0.1",
+        metrics_port=0,
+        **extra,
+    )
+
+
 def test_the_running_daemon_attributes_devices_and_logs_its_start_and_stop(
     json_log: io.StringIO, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with fresh_node() as node:
         node.write_pools(pool_doc(card_pool("a", H100[0], H100[1])))
-        runner = Runner(
-            RunSettings(
-                plugin_dir=node.plugin_dir,
-                pools_dir=node.pools_dir,
-                host_root=node.root,
-                vendors=("simulated",),
-                node_name="node-1",
-                pod_resources_socket=node.root / "pr.sock",
-                pod_resources_interval=0.1,
-                allocation_settle_seconds=0.3,
-                metrics_address="127.0.0.1",
-                metrics_port=0,
-            )
-        )
+        runner = Runner(node_settings(node, allocation_settle_seconds=0.3))
         node.daemon = runner.daemon
         runner.start()
         try:
@@ -170,24 +173,10 @@ def test_a_runner_waiting_for_the_lock_answers_its_probes(tmp_path: Path) -> Non
     with fresh_node() as node:
         node.write_pools(pool_doc(card_pool("a", H100[0])))
 
-        def settings(state: str) -> RunSettings:
-            return RunSettings(
-                plugin_dir=node.plugin_dir,
-                pools_dir=node.pools_dir,
-                host_root=node.root,
-                vendors=("simulated",),
-                node_name="node-1",
-                pod_resources_socket=node.root / "pr.sock",
-                pod_resources_interval=0.1,
-                state_dir=tmp_path / state,
-                metrics_address="127.0.0.1",
-                metrics_port=0,
-            )
-
-        first = Runner(settings("first"))
+        first = Runner(node_settings(node, state_dir=tmp_path / "first"))
         node.daemon = first.daemon
         first.start()
-        second = Runner(settings("second"))
+        second = Runner(node_settings(node, state_dir=tmp_path / "second"))
         starting = threading.Thread(target=second.start, daemon=True)
         starting.start()
         try:
