@@ -159,6 +159,10 @@ class _Connection:
         self._unsent = bytearray()
         self._stalled_since: float | None = None
         """When the socket last took bytes while more were waiting (None: nothing waits)."""
+        self._held_by_budget = False
+        """The last pump left a call's bytes queued that its window allows, for the unsent budget
+        alone: the reader pumps again once the socket has room, even if it took every unsent byte
+        at once (then no unsent byte, and maybe no client frame, would ever wake it)."""
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.last_active = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"{server.name}-conn", daemon=True)
@@ -193,10 +197,11 @@ class _Connection:
             with self._lock:
                 unsent = len(self._unsent)
                 stalled_since = self._stalled_since
+                held = self._held_by_budget
                 if self._client_leaving and not self._calls and not unsent:
                     return  # all it asked for is answered
             reading = select.POLLIN if unsent < READ_PAUSE_BYTES else 0
-            poller.register(self._sock, reading | (select.POLLOUT if unsent else 0))
+            poller.register(self._sock, reading | (select.POLLOUT if unsent or held else 0))
             deadline = None if self._greeted else opened + HANDSHAKE_TIMEOUT_S
             if stalled_since is not None:
                 stall_end = stalled_since + SEND_TIMEOUT_S
@@ -449,6 +454,7 @@ class _Connection:
         """Send what the windows allow, call by call, and the trailers of calls with nothing left;
         nothing while :data:`UNSENT_LIMIT_BYTES` wait for the socket."""
         budget = UNSENT_LIMIT_BYTES - len(self._unsent)
+        self._held_by_budget = False
         for call in list(self._calls.values()):
             if call.closed:
                 continue
@@ -465,6 +471,7 @@ class _Connection:
         while call.outbound:
             window = min(self._h2.send_window(call.stream_id), self._h2.max_outbound_frame_size)
             if window <= 0 or budget <= 0:
+                self._held_by_budget |= window > 0
                 return budget
             chunk = call.outbound[0]
             if len(chunk) > window:
@@ -493,7 +500,9 @@ class _Connection:
         was_empty = not self._unsent
         self._unsent += data
         self._write_locked()
-        if was_empty and self._unsent and threading.get_ident() != self.thread.ident:
+        if (
+            (was_empty and self._unsent) or self._held_by_budget
+        ) and threading.get_ident() != self.thread.ident:
             with contextlib.suppress(BlockingIOError):  # full: the reader is awake already
                 os.write(self._wake_write, b"w")  # the reader polls for writability from now on
 
