@@ -113,12 +113,15 @@ def build_wheel(repo: Path, work: Path) -> Path:
     """``pip wheel --no-deps --no-build-isolation`` of a copy of the image's build context."""
     source = work / "src"
     source.mkdir()
-    for name in BUILD_CONTEXT:
-        path = repo / name
-        if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns(*NOT_COPIED))
-        else:
-            shutil.copy2(path, source / name)
+    try:
+        for name in BUILD_CONTEXT:
+            path = repo / name
+            if path.is_dir():
+                shutil.copytree(path, source / name, ignore=shutil.ignore_patterns(*NOT_COPIED))
+            else:
+                shutil.copy2(path, source / name)
+    except OSError as error:
+        raise LayoutError(f"build context: {error}") from error
     out = work / "wheel"
     _pip(
         "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", str(out), str(source)

@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -38,7 +39,7 @@ import yaml
 
 from bench.common import Result, compiled_env, fmt, headline, precompile, short
 from bench.footprint_bench import free_port
-from bench.installed import Layout, development_layout, installed_layout
+from bench.installed import Layout, development_layout, image_or_development_layout
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.nvidia.fake.node import dgx_h100_node
@@ -191,6 +192,7 @@ class Floor:
 class Starts:
     """One layout's starts, as lines: exec → serving, the daemon's CPU time by then, SIGTERM → exit."""
 
+    layout: Layout
     start: Result
     cpu: Result
     stop: Result
@@ -198,6 +200,7 @@ class Starts:
     @classmethod
     def of(cls, layout: Layout, pools: int, rounds: Sequence[tuple[float, ...]]) -> Starts:
         return cls(
+            layout,
             Result(f"start ({layout.label}): exec -> {pools} pools streaming", [r[0] for r in rounds]),
             Result("  its CPU time (user + sys) by then", [r[1] for r in rounds]),
             Result(f"SIGTERM -> process exit ({layout.label})", [r[2] for r in rounds]),
@@ -219,46 +222,43 @@ def run(rounds: int = 20, pools: int = 8) -> list[str]:
     root = Path(tempfile.mkdtemp(prefix="hcss", dir="/tmp"))
     try:
         fake, names = prepare(root, pools)
-        with installed_layout() as image:
+        with image_or_development_layout() as (ours, note):
             dev = development_layout()
+            beside = [] if ours == dev else [dev]  # where no image layout could be built, only dev's
             more = len(START_MUST_IMPORT) - len(MANDATED)
-            floors = (
-                Floor("python -c 'pass'", image, "pass"),
-                Floor("import pynvml, yaml", image, import_code(MANDATED)),
-                Floor(f"import pynvml, yaml + {more} a start needs", image, import_code(START_MUST_IMPORT)),
-                Floor("python -c 'pass'", dev, "pass"),
-            )
-            tasks: list[Callable[[], tuple[float, ...]]] = [
-                lambda: one_round(image, root, fake, names),
-                lambda: one_round(dev, root, fake, names),
-                *(floor.time for floor in floors),
+            floors = [
+                Floor("python -c 'pass'", ours, "pass"),
+                Floor("import pynvml, yaml", ours, import_code(MANDATED)),
+                Floor(f"import pynvml, yaml + {more} more", ours, import_code(START_MUST_IMPORT)),
+                *(Floor("python -c 'pass'", layout, "pass") for layout in beside),
             ]
+            starts = [partial(one_round, layout, root, fake, names) for layout in (ours, *beside)]
+            tasks: list[Callable[[], tuple[float, ...]]] = [*starts, *(floor.time for floor in floors)]
             in_turn(tasks, 1)  # warm the page cache and the .pyc files
-            image_rounds, dev_rounds, *floor_rounds = in_turn(tasks, rounds)
+            samples = in_turn(tasks, rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ours, editable = Starts.of(image, pools, image_rounds), Starts.of(dev, pools, dev_rounds)
+    timed = [Starts.of(layout, pools, s) for layout, s in zip((ours, *beside), samples, strict=False)]
     measured = [
-        Result(f"floor: {floor.name} ({floor.layout.label})", [r[0] for r in samples])
-        for floor, samples in zip(floors, floor_rounds, strict=True)
+        Result(f"floor: {floor.name} ({floor.layout.label})", [r[0] for r in s])
+        for floor, s in zip(floors, samples[len(timed) :], strict=True)
     ]
-    bare, mandated, needed, dev_bare = measured
-    record_headlines(pools, ours, editable, (bare, mandated, needed), dev_bare)
-    lines = [ours.start.line(), ours.cpu.line()]
+    record_headlines(pools, timed, measured)
+    lines = [f"layout: {note}", timed[0].start.line(), timed[0].cpu.line()]
     lines += [
-        above(ours.start, result, floor.name) for result, floor in zip(measured[:3], floors, strict=False)
+        above(timed[0].start, result, floor.name) for result, floor in zip(measured, floors[:3], strict=False)
     ]
-    lines += [editable.start.line(), editable.cpu.line(), above(editable.start, dev_bare, floors[3].name)]
-    return [*lines, ours.stop.line(), *(result.line() for result in measured)]
+    for other, result, floor in zip(timed[1:], measured[3:], floors[3:], strict=True):
+        lines += [other.start.line(), other.cpu.line(), above(other.start, result, floor.name)]
+    return [*lines, timed[0].stop.line(), *(result.line() for result in measured)]
 
 
-def record_headlines(
-    pools: int, ours: Starts, editable: Starts, floors: tuple[Result, Result, Result], dev_bare: Result
-) -> None:
-    """The README's start rows: the image layout's start against each floor, then the dev layout's."""
-    start, (bare, mandated, must) = ours.start, floors
+def record_headlines(pools: int, timed: Sequence[Starts], floors: Sequence[Result]) -> None:
+    """The README's start rows: the first layout's start (the image's where it could be built)
+    against each floor, then any other layout's beside its own ``python -c pass``."""
+    ours, start, (bare, mandated, must) = timed[0], timed[0].start, floors[:3]
     headline(
-        f"start: exec → {pools} pools registered + streaming, 8 GPUs, wheel installed (median, p99)",
+        f"start ({ours.layout.label}): exec → {pools} pools registered + streaming, 8 GPUs (median, p99)",
         f"{short(start.median)}, {short(start.p99)}",
         f"`python -c pass` {short(bare.median)} ({start.median / bare.median:.1f}×); target ≤ 60 ms",
     )
@@ -272,11 +272,12 @@ def record_headlines(
     headline(
         "start: the daemon's CPU time by then (median)", short(ours.cpu.median), "user + sys, from /proc"
     )
-    headline(
-        "start from the development venv's editable install, for comparison (median, p99)",
-        f"{short(editable.start.median)}, {short(editable.start.p99)}",
-        f"its `python -c pass` {short(dev_bare.median)}; the editable finder runs at every start there",
-    )
+    for other, floor in zip(timed[1:], floors[3:], strict=True):
+        headline(
+            f"start ({other.layout.label}), for comparison (median, p99)",
+            f"{short(other.start.median)}, {short(other.start.p99)}",
+            f"its `python -c pass` {short(floor.median)}, the {ours.layout.label}'s {short(bare.median)}",
+        )
     stop = ours.stop
     headline(
         "SIGTERM → exit (median, p99)", f"{short(stop.median)}, {short(stop.p99)}", "target p99 ≤ 200 ms"

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from bench.installed import ROOT, Layout, dependency_dirs, development_layout, installed_layout
+from bench.installed import (
+    ROOT,
+    Layout,
+    dependency_dirs,
+    development_layout,
+    image_or_development_layout,
+    installed_layout,
+)
 from bench.start_bench import START_MUST_IMPORT
 
 PROBE = """
@@ -83,6 +90,13 @@ def test_the_probe_sees_the_checkout_and_its_finder_in_the_development_layout() 
     found = probe(development_layout())
     assert Path(found["core"]).is_relative_to(ROOT)
     assert found["finders"] != []
+
+
+def test_where_no_wheel_can_be_built_the_development_layout_stands_in_and_says_why(tmp_path: Path) -> None:
+    with image_or_development_layout(tmp_path / "no-checkout") as (layout, note):
+        assert layout == development_layout()
+        assert "no image layout here: build context:" in note
+        assert "pyproject.toml" in note
 
 
 def test_dependency_dirs_borrow_only_installed_distributions(
