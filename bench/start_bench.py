@@ -12,8 +12,8 @@ at every interpreter start, before our first line, and no node pays for it.
 
 Floors, in the same run and the same layout, taken in turn with the starts so that a machine whose
 load wanders compares like with like: the interpreter with nothing (``python -c pass``); the
-libraries the brief mandates (``import pynvml, yaml``: NVML through nvidia-ml-py, and ConfigMaps are
-YAML); and :data:`START_MUST_IMPORT`, what any start of a plugin of this shape must import. Each line
+libraries the project mandates (``import pynvml, yaml``: NVML through nvidia-ml-py, and ConfigMaps
+are YAML); and :data:`START_MUST_IMPORT`, what any start of a plugin of this shape must import. Each line
 says start's ratio to the floor and the milliseconds above it (ours). ``import grpc`` is no longer a
 floor: the daemon does not import grpcio (its gRPC is ``hcs_deviceplugin/rpc/``), so that figure
 says nothing about what a start must cost. Beside the wall-clock figures, the CPU time the daemon
@@ -64,7 +64,7 @@ START_MUST_IMPORT = (
 )
 """What any start of a Python device plugin serving kubelet over gRPC on unix sockets, with a pool
 file in YAML and NVML through nvidia-ml-py, must import; every one is on ``run``'s way to serving
-(``python -m bench.start_imports`` lists them)."""
+(``tests/image/test_bench_layout.py`` checks that ``run`` loads each)."""
 
 T = TypeVar("T")
 
@@ -158,7 +158,9 @@ def import_code(modules: Sequence[str]) -> str:
 
 
 def in_turn(tasks: Sequence[Callable[[], T]], rounds: int) -> list[list[T]]:
-    """``rounds`` results of each task, taken in turn, each round starting one task further on."""
+    """``rounds`` results of each task, taken in turn, each round starting one task further on: the
+    rotation of :func:`bench.common.interleaved`, without its hundred warm-up rounds (a start takes
+    a fifth of a second; one round warms the page cache)."""
     results: list[list[T]] = [[] for _ in tasks]
     for round_number in range(rounds):
         shift = round_number % len(tasks)
