@@ -3,10 +3,22 @@
 The real command (the console script, in a fresh interpreter) runs the real NVIDIA backend on the
 fake libnvidia-ml of an 8-GPU DGX H100 node; the kubelet simulator, with pod-resources, runs in this
 process. **Start** is the time from exec to every pool registered with the simulator and its
-ListAndWatch streaming with devices; **stop** is SIGTERM to the process gone. Beside them the floors
-the same machine sets: the interpreter with nothing (``python -c pass``) and ``import grpc``, and the
-CPU time the daemon had used when it was serving (user + system, from ``/proc``), which a busy
-machine does not inflate the way it inflates wall-clock time.
+ListAndWatch streaming with devices; **stop** is SIGTERM to the process gone.
+
+The headline start is the image's layout (:mod:`bench.installed`: the project's wheel installed in
+a throwaway venv, its console script and ``.pyc`` files written by pip), as a node runs it. The
+development venv's editable install is timed beside it and labelled so: its finder's ``.pth`` runs
+at every interpreter start, before our first line, and no node pays for it.
+
+Floors, in the same run and the same layout, taken in turn with the starts so that a machine whose
+load wanders compares like with like: the interpreter with nothing (``python -c pass``); the
+libraries the project mandates (``import pynvml, yaml``: NVML through nvidia-ml-py, and ConfigMaps
+are YAML); and :data:`START_MUST_IMPORT`, what any start of a plugin of this shape must import. Each line
+says start's ratio to the floor and the milliseconds above it (ours). ``import grpc`` is no longer a
+floor: the daemon does not import grpcio (its gRPC is ``hcs_deviceplugin/rpc/``), so that figure
+says nothing about what a start must cost. Beside the wall-clock figures, the CPU time the daemon
+had used when it was serving (user + system, from ``/proc``), which a busy machine does not inflate
+the way it inflates wall-clock time.
 """
 
 from __future__ import annotations
@@ -15,29 +27,46 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import yaml
 
-from bench.common import Result, compiled_env, headline, precompile, short
+from bench.common import Result, compiled_env, fmt, headline, precompile, short
 from bench.footprint_bench import free_port
+from bench.installed import Layout, development_layout, image_or_development_layout
 from hcs_deviceplugin.kubeletsim import KubeletSimulator
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from vendors.nvidia.fake.node import dgx_h100_node
 from vendors.nvidia.fake.prepare import FakeNvidiaNode, prepare_fake_node
 
 WAIT = 30.0
+MANDATED = ("pynvml", "yaml")
+"""nvidia-ml-py (imported as pynvml: ctypes and ctypes.util, which bring shutil, subprocess and
+tempfile) and PyYAML (its whole pure-Python loader, and its reader's large regular expression)."""
+START_MUST_IMPORT = (
+    *MANDATED,
+    "socket",  # the plugin and kubelet unix sockets
+    "select",  # our HTTP/2 server waits on its sockets with it
+    "threading",  # a server thread per pool, the control loop, the watchers
+    "signal",  # SIGTERM and SIGINT stop the daemon
+    "struct",  # HTTP/2 frame headers and the gRPC message prefix
+    "argparse",  # the command line
+    "logging",  # every module logs through it
+    "dataclasses",  # the model's value types
+    "typing",  # Protocol interfaces, cast; loaded by nearly every library above anyway
+    "hpack",  # decodes the HTTP/2 header blocks kubelet sends (hcs_deviceplugin/rpc/)
+)
+"""What any start of a Python device plugin serving kubelet over gRPC on unix sockets, with a pool
+file in YAML and NVML through nvidia-ml-py, must import; every one is on ``run``'s way to serving
+(``tests/image/test_bench_layout.py`` checks that ``run`` loads each)."""
 
-
-def console_script() -> list[str]:
-    """``hcs-deviceplugin`` next to this interpreter if installed there, else the module."""
-    script = Path(sys.executable).parent / "hcs-deviceplugin"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "hcs_deviceplugin.cli"]
+T = TypeVar("T")
 
 
 def pools_document(cards: list[str], pools: int) -> str:
@@ -49,8 +78,8 @@ def pools_document(cards: list[str], pools: int) -> str:
     return yaml.safe_dump({"version": "v1", "pools": docs}, sort_keys=False)
 
 
-def run_command(root: Path, fake: FakeNvidiaNode, port: int) -> list[str]:
-    command = [*console_script(), "run", "--plugin-dir", str(root / "dp"), "--pools-dir", str(root / "pools")]
+def run_command(layout: Layout, root: Path, fake: FakeNvidiaNode, port: int) -> list[str]:
+    command = [*layout.script, "run", "--plugin-dir", str(root / "dp"), "--pools-dir", str(root / "pools")]
     command += ["--vendors", "nvidia", "--node-name", "bench-nv", "--host-root", str(fake.host_root)]
     command += ["--backend-option", f"nvidia.library={fake.library}", "--state-dir", str(root / "state")]
     command += ["--pod-resources-socket", str(root / "pr.sock"), "--metrics-address", "127.0.0.1"]
@@ -64,17 +93,17 @@ def cpu_seconds(pid: int) -> float:
 
 
 def one_round(
+    layout: Layout,
     root: Path,
     fake: FakeNvidiaNode,
     names: set[str],
     extra_env: Mapping[str, str] | None = None,
     stderr: IO[bytes] | None = None,
 ) -> tuple[float, float, float]:
-    """Start one daemon on the fake node; (exec → all pools streaming, its CPU time, SIGTERM → exit).
-
-    ``extra_env`` and ``stderr`` are for profiling runs (:mod:`bench.start_imports`)."""
-    env = compiled_env({**os.environ, **fake.env, **(extra_env or {})})
-    return timed_start(root, run_command(root, fake, free_port()), env, names, stderr)
+    """Start one daemon of ``layout`` on the fake node; (exec → all pools streaming, its CPU time,
+    SIGTERM → exit). ``extra_env`` and ``stderr`` are for profiling runs (:mod:`bench.start_imports`)."""
+    env = layout.env(compiled_env({**os.environ, **fake.env, **(extra_env or {})}))
+    return timed_start(root, run_command(layout, root, fake, free_port()), env, names, stderr)
 
 
 def timed_start(
@@ -110,13 +139,34 @@ def timed_start(
     return started, cpu, stopped
 
 
-def interpreter_floor(rounds: int, code: str) -> Result:
-    samples = []
-    for _ in range(rounds):
-        began = time.monotonic()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        samples.append(time.monotonic() - began)
+def interpreter_start(layout: Layout, code: str) -> float:
+    """Seconds from exec to exit of ``python -c code`` on the layout's interpreter, in its environment."""
+    env = layout.env(compiled_env(dict(os.environ)))
+    began = time.monotonic()
+    subprocess.run([layout.python, "-c", code], cwd=layout.cwd, env=env, check=True)
+    return time.monotonic() - began
+
+
+def interpreter_floor(layout: Layout, rounds: int, code: str) -> Result:
+    """``rounds`` starts of ``python -c code`` on the layout's interpreter, one after another."""
+    samples = [interpreter_start(layout, code) for _ in range(rounds)]
     return Result(f"floor: python -c {code!r}", samples)
+
+
+def import_code(modules: Sequence[str]) -> str:
+    return f"import {', '.join(modules)}"
+
+
+def in_turn(tasks: Sequence[Callable[[], T]], rounds: int) -> list[list[T]]:
+    """``rounds`` results of each task, taken in turn, each round starting one task further on: the
+    rotation of :func:`bench.common.interleaved`, without its hundred warm-up rounds (a start takes
+    a fifth of a second; one round warms the page cache)."""
+    results: list[list[T]] = [[] for _ in tasks]
+    for round_number in range(rounds):
+        shift = round_number % len(tasks)
+        for index in [*range(shift, len(tasks)), *range(shift)]:
+            results[index].append(tasks[index]())
+    return results
 
 
 def prepare(root: Path, pools: int) -> tuple[FakeNvidiaNode, set[str]]:
@@ -128,37 +178,112 @@ def prepare(root: Path, pools: int) -> tuple[FakeNvidiaNode, set[str]]:
     return fake, {f"gpu.deckhouse.io/nv-{p}" for p in range(pools)}
 
 
+@dataclass(frozen=True)
+class Floor:
+    """An interpreter start that any start of the daemon includes: ``python -c code`` on a layout."""
+
+    name: str
+    layout: Layout
+    code: str
+
+    def time(self) -> tuple[float]:
+        return (interpreter_start(self.layout, self.code),)
+
+
+@dataclass(frozen=True)
+class Starts:
+    """One layout's starts, as lines: exec → serving, the daemon's CPU time by then, SIGTERM → exit."""
+
+    layout: Layout
+    start: Result
+    cpu: Result
+    stop: Result
+
+    @classmethod
+    def of(cls, layout: Layout, pools: int, rounds: Sequence[tuple[float, ...]]) -> Starts:
+        return cls(
+            layout,
+            Result(f"start ({layout.label}): exec -> {pools} pools streaming", [r[0] for r in rounds]),
+            Result("  its CPU time (user + sys) by then", [r[1] for r in rounds]),
+            Result(f"SIGTERM -> process exit ({layout.label})", [r[2] for r in rounds]),
+        )
+
+
+def above(start: Result, floor: Result, name: str) -> str:
+    """A start beside the floor ``name`` timed in turn with it: the milliseconds above it, the ratio."""
+    name = f"  above {name}"
+    ratio = start.median / floor.median
+    return (
+        f"{name[:52]:<52} n={len(start.samples):>5}  median {fmt(start.median - floor.median)}"
+        f"  {'':>15}  {ratio:8.2f}x"
+    )
+
+
 def run(rounds: int = 20, pools: int = 8) -> list[str]:
-    precompile()
+    precompile()  # the dev layout's modules; pip compiled the image layout's at install
     root = Path(tempfile.mkdtemp(prefix="hcss", dir="/tmp"))
     try:
         fake, names = prepare(root, pools)
-        one_round(root, fake, names)  # warm the page cache and the .pyc files
-        starts: list[float] = []
-        cpus: list[float] = []
-        stops: list[float] = []
-        for _ in range(rounds):
-            started, used, stopped = one_round(root, fake, names)
-            starts.append(started)
-            cpus.append(used)
-            stops.append(stopped)
-        bare = interpreter_floor(rounds, "pass")
-        grpc_floor = interpreter_floor(rounds, "import grpc")
+        with image_or_development_layout() as (ours, note):
+            dev = development_layout()
+            beside = [] if ours == dev else [dev]  # where no image layout could be built, only dev's
+            more = len(START_MUST_IMPORT) - len(MANDATED)
+            floors = [
+                Floor("python -c 'pass'", ours, "pass"),
+                Floor("import pynvml, yaml", ours, import_code(MANDATED)),
+                Floor(f"import pynvml, yaml + {more} more", ours, import_code(START_MUST_IMPORT)),
+                *(Floor("python -c 'pass'", layout, "pass") for layout in beside),
+            ]
+            starts = [partial(one_round, layout, root, fake, names) for layout in (ours, *beside)]
+            tasks: list[Callable[[], tuple[float, ...]]] = [*starts, *(floor.time for floor in floors)]
+            in_turn(tasks, 1)  # warm the page cache and the .pyc files
+            samples = in_turn(tasks, rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    start = Result(f"exec -> {pools} pools streaming (NVIDIA, fake NVML, 8 GPUs)", starts)
-    cpu = Result("  its CPU time (user + sys) by then", cpus)
-    stop = Result("SIGTERM -> process exit", stops)
+    timed = [Starts.of(layout, pools, s) for layout, s in zip((ours, *beside), samples, strict=False)]
+    measured = [
+        Result(f"floor: {floor.name} ({floor.layout.label})", [r[0] for r in s])
+        for floor, s in zip(floors, samples[len(timed) :], strict=True)
+    ]
+    record_headlines(pools, timed, measured)
+    lines = [f"layout: {note}", timed[0].start.line(), timed[0].cpu.line()]
+    lines += [
+        above(timed[0].start, result, floor.name) for result, floor in zip(measured, floors[:3], strict=False)
+    ]
+    for other, result, floor in zip(timed[1:], measured[3:], floors[3:], strict=True):
+        lines += [other.start.line(), other.cpu.line(), above(other.start, result, floor.name)]
+    return [*lines, timed[0].stop.line(), *(result.line() for result in measured)]
+
+
+def record_headlines(pools: int, timed: Sequence[Starts], floors: Sequence[Result]) -> None:
+    """The README's start rows: the first layout's start (the image's where it could be built)
+    against each floor, then any other layout's beside its own ``python -c pass``."""
+    ours, start, (bare, mandated, must) = timed[0], timed[0].start, floors[:3]
     headline(
-        f"start: exec → {pools} pools registered + streaming, 8 GPUs (median, p99)",
+        f"start ({ours.layout.label}): exec → {pools} pools registered + streaming, 8 GPUs (median, p99)",
         f"{short(start.median)}, {short(start.p99)}",
-        f"`import grpc` {short(grpc_floor.median)}, `python -c pass` {short(bare.median)}; target ≤ 60 ms",
+        f"`python -c pass` {short(bare.median)} ({start.median / bare.median:.1f}×); target ≤ 60 ms",
     )
-    headline("start: the daemon's CPU time by then (median)", short(cpu.median), "user + sys, from /proc")
+    modules = ", ".join(START_MUST_IMPORT)
+    for name, floor in (("`import pynvml, yaml`", mandated), (f"`import {modules}`", must)):
+        headline(
+            f"start above {name} (median)",
+            short(start.median - floor.median),
+            f"floor {short(floor.median)}; start {start.median / floor.median:.2f}× it",
+        )
+    headline(
+        "start: the daemon's CPU time by then (median)", short(ours.cpu.median), "user + sys, from /proc"
+    )
+    for other, floor in zip(timed[1:], floors[3:], strict=True):
+        headline(
+            f"start ({other.layout.label}), for comparison (median, p99)",
+            f"{short(other.start.median)}, {short(other.start.p99)}",
+            f"its `python -c pass` {short(floor.median)}, the {ours.layout.label}'s {short(bare.median)}",
+        )
+    stop = ours.stop
     headline(
         "SIGTERM → exit (median, p99)", f"{short(stop.median)}, {short(stop.p99)}", "target p99 ≤ 200 ms"
     )
-    return [r.line() for r in (start, cpu, stop, bare, grpc_floor)]
 
 
 if __name__ == "__main__":

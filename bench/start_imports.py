@@ -1,7 +1,8 @@
 """What ``hcs-deviceplugin run`` spends importing, by module: ``python -m bench.start_imports``.
 
-The same start as :mod:`bench.start_bench` (the console script, the real NVIDIA backend on the fake
-8-GPU node, 8 pools, the kubelet simulator here), with ``PYTHONPROFILEIMPORTTIME=1`` in the daemon's
+The same start as :mod:`bench.start_bench` (the console script of the wheel installed as the image
+installs it, so the module list is a node's; the real NVIDIA backend on the fake 8-GPU node, 8
+pools, the kubelet simulator here), with ``PYTHONPROFILEIMPORTTIME=1`` in the daemon's
 environment: every import the process makes before SIGTERM, in whatever thread, is timed by the
 interpreter itself. Each module's self time is the median over the rounds; the groups add up the
 self times of the packages that matter for start-up work (ours, each heavy dependency, the rest of
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import precompile
+from bench.installed import image_or_development_layout
 from bench.start_bench import one_round, prepare
 
 _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
@@ -96,20 +98,21 @@ def report(self_times: dict[str, float], top: int) -> Iterable[str]:
 
 
 def run(rounds: int = 5, pools: int = 8, top: int = 40) -> list[str]:
-    precompile()
+    precompile()  # for the editable layout, should the image's not build here
     root = Path(tempfile.mkdtemp(prefix="hcsi", dir="/tmp"))
     try:
         fake, names = prepare(root, pools)
-        one_round(root, fake, names)  # warm the page cache and the .pyc files
-        runs: list[list[ImportCost]] = []
-        for k in range(rounds):
-            capture = root / f"imports-{k}.txt"
-            with capture.open("wb") as stderr:
-                one_round(root, fake, names, {"PYTHONPROFILEIMPORTTIME": "1"}, stderr)
-            runs.append(parse_importtime(capture.read_text(errors="replace")))
+        with image_or_development_layout() as (layout, note):
+            one_round(layout, root, fake, names)  # warm the page cache and the .pyc files
+            runs: list[list[ImportCost]] = []
+            for k in range(rounds):
+                capture = root / f"imports-{k}.txt"
+                with capture.open("wb") as stderr:
+                    one_round(layout, root, fake, names, {"PYTHONPROFILEIMPORTTIME": "1"}, stderr)
+                runs.append(parse_importtime(capture.read_text(errors="replace")))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return list(report(median_self_times(runs), top))
+    return [f"layout: {note}", *report(median_self_times(runs), top)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
