@@ -256,6 +256,13 @@ class PluginServer:
     def registered(self) -> bool:
         return self._registered.is_set()
 
+    @property
+    def streaming(self) -> bool:
+        """Registered, and an open ListAndWatch stream has handed kubelet its first list."""
+        with self._lock:
+            servicer = self._servicer
+        return self._registered.is_set() and servicer is not None and servicer.delivering_streams > 0
+
     def status(self) -> ServerStatus:
         with self._lock:
             servicer = self._servicer

@@ -52,7 +52,8 @@ def test_kubelet_is_the_only_client_of_a_fresh_socket(
     pool's only connection is kubelet's (a self-check cost each pool a connection and a thread)."""
     server = make_server()
     assert server.wait_registered(WAIT)
-    wait_until(lambda: server.status().open_streams == 1, what="kubelet's ListAndWatch")
+    wait_until(lambda: server.streaming, what="kubelet's ListAndWatch with its first list")
+    assert server.status().open_streams == 1
     assert server.connections_accepted() == 1
 
 
