@@ -316,13 +316,15 @@ class Daemon:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, min(remaining, 0.5))  # type: ignore[misc]
 
     def wait_streaming(self, timeout: float) -> bool:
-        """Block until every pool served now has registered with kubelet and kubelet reads its
-        ListAndWatch stream: True; False once the daemon stops or ``timeout`` passes (a pool that
-        cannot register waits it out).
+        """Block until every pool served now has registered with kubelet and handed it the first
+        list on its ListAndWatch stream: True; False once the daemon stops or ``timeout`` passes (a
+        pool that cannot register waits it out).
 
         For work that should come after "registered and streaming" without delaying it (``run``
-        builds its HTTP server then). Servers report registrations and streams through
-        :meth:`_notify`, so this sleeps on the generation like :meth:`wait_for`, without views.
+        builds its HTTP server, loads the allocator's search and collects then). An open stream is
+        not enough: work woken by the last stream's opening would hold the interpreter while that
+        stream's first list waits to go out. Servers report registrations, streams and first lists
+        through :meth:`_notify`, so this sleeps on the generation like :meth:`wait_for`, without views.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -331,7 +333,7 @@ class Daemon:
             if self._stop.is_set():
                 return False
             servers = list(self.applier.servers.values())
-            if all(s.registered and s.status().open_streams > 0 for s in servers):
+            if all(s.streaming for s in servers):
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:

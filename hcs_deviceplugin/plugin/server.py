@@ -1,7 +1,12 @@
 """PluginServer: one pool's gRPC server on its unix socket, and its registration lifecycle.
 
-Order matters (KUBELET.md §2): bind and serve first, check our own socket answers, then Register,
-because kubelet dials us back inside Register. After a kubelet restart our socket file is gone and the
+Order matters (KUBELET.md §2): bind and serve first, then Register, because kubelet dials us back
+inside Register. Go plugins dial their own socket before registering because their Serve starts in a
+goroutine; ours listens before :meth:`RpcServer.start` returns, so kubelet's dial is queued by the
+kernel even before the accept thread runs, and dialling ourselves would prove nothing (it cost every
+pool an accepted connection and a reader thread at start). What can still go wrong between bind and
+Register, our socket file removed or replaced, is caught by comparing the file's identity with the
+one we bound just before registering. After a kubelet restart our socket file is gone and the
 old streams are dead, so a restart always rebuilds the whole gRPC server on a fresh socket before
 registering again; this also guarantees kubelet never sees two live streams for one resource. A
 failed registration is retried with exponential back-off on the same server until it succeeds, the
@@ -41,7 +46,6 @@ from hcs_deviceplugin.plugin.servicer import (
 from hcs_deviceplugin.plugin.sockets import (
     prepare_socket_path,
     remove_socket,
-    socket_answers,
     socket_name_for,
 )
 from hcs_deviceplugin.plugin.state import PoolState
@@ -239,12 +243,25 @@ class PluginServer:
         if file_identity(self.socket_path) != bound:
             self.request_restart(f"socket {self.socket_path.name} removed or replaced")
 
+    def connections_accepted(self) -> int:
+        """Connections the current socket has accepted (0 while none is served): kubelet holds one."""
+        with self._lock:
+            server = self._server
+        return server.connections_accepted if server is not None else 0
+
     def wait_registered(self, timeout: float) -> bool:
         return self._registered.wait(timeout)
 
     @property
     def registered(self) -> bool:
         return self._registered.is_set()
+
+    @property
+    def streaming(self) -> bool:
+        """Registered, and an open ListAndWatch stream has handed kubelet its first list."""
+        with self._lock:
+            servicer = self._servicer
+        return self._registered.is_set() and servicer is not None and servicer.delivering_streams > 0
 
     def status(self) -> ServerStatus:
         with self._lock:
@@ -345,10 +362,7 @@ class PluginServer:
             name=f"plugin-{self.socket_path.stem}",
             interceptors=self._interceptors,
         )
-        server.start()
-        if not socket_answers(self.socket_path, timeout=5.0):
-            server.stop(0)
-            raise RuntimeError(f"own socket {self.socket_path} does not answer after start")
+        server.start()  # listening once it returns: kubelet's dial is queued even before an accept
         with self._lock:
             stopping = self._stopping.is_set()
             if not stopping:

@@ -88,6 +88,8 @@ class _Stream:
     def __init__(self, context: CallContext) -> None:
         self.context = context
         self.ended = threading.Event()
+        self.delivered = False
+        """Its first list has been handed to the RPC server (the generator was asked for the next)."""
 
     def end(self) -> None:
         self.ended.set()
@@ -139,6 +141,12 @@ class DevicePluginServicer:
         with self._lock:
             return len(self._streams)
 
+    @property
+    def delivering_streams(self) -> int:
+        """Open streams that have handed kubelet a list: kubelet knows the pool's devices."""
+        with self._lock:
+            return sum(1 for stream in self._streams if stream.delivered)
+
     def _open_stream(self, context: CallContext) -> _Stream:
         """Register a new stream, ending the oldest ones beyond :data:`MAX_STREAMS` (newest wins)."""
         stream = _Stream(context)
@@ -162,6 +170,13 @@ class DevicePluginServicer:
         with self._lock:
             if stream in self._streams:
                 self._streams.remove(stream)
+            count = len(self._streams)
+        if self._on_stream is not None:
+            self._on_stream(count)
+
+    def _first_delivered(self, stream: _Stream) -> None:
+        with self._lock:
+            stream.delivered = True
             count = len(self._streams)
         if self._on_stream is not None:
             self._on_stream(count)
@@ -196,6 +211,8 @@ class DevicePluginServicer:
                 last_sent = snapshot.units
                 yield list_and_watch_response(snapshot.units)
                 self._state.note_delivered(snapshot.version)
+                if not stream.delivered:
+                    self._first_delivered(stream)
         finally:
             self._close_stream(stream)
 

@@ -616,14 +616,25 @@ class RpcServer:
         self._stopped = threading.Event()
         self._all_closed = threading.Event()
         self._accept_thread: threading.Thread | None = None
+        self._accepted = 0
         self.workers = Workers(name, WORKERS)
+
+    @property
+    def connections_accepted(self) -> int:
+        """How many connections this server has accepted since it started (closed ones included)."""
+        with self._lock:
+            return self._accepted
 
     def unary_handler(self, method_name: str, method: Unary) -> UnaryHandler:
         """``method``'s handler as wrapped when the server was built."""
         return self._handlers.get(method_name, method.handle)
 
     def start(self) -> None:
-        """Bind and listen (errors propagate: the caller's rebuild retries), then accept in a thread."""
+        """Bind and listen (errors propagate: the caller's rebuild retries), then accept in a thread.
+
+        Once this returns the socket takes connections: the kernel queues them (backlog 128) until
+        the accept thread takes them, so a client may dial at once.
+        """
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(os.fspath(self.path))
@@ -657,6 +668,7 @@ class RpcServer:
                     return
                 connection = _Connection(self, sock)
                 self._connections.add(connection)
+                self._accepted += 1
                 self._all_closed.clear()
             try:
                 connection.thread.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hcs_deviceplugin.model import Health, Inventory, Link, LinkKind, inventory_
 from tests.nvidia.conftest import Harness
 from tests.waiting import WAIT
 from vendors.nvidia.fake.node import (
+    CALL_LOG_ENV,
     DGX_BUSES,
     H100_MEMORY,
     dgx_h100_node,
@@ -70,6 +72,23 @@ def test_dgx_nvswitch_links_all_to_all(nvidia: Harness) -> None:
         )
         assert links[1:] == (Link(expected),), (a, b)
     assert backend.links() == inventory.links
+
+
+def test_each_nvswitch_is_asked_its_type_once(
+    nvidia: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The far end's type belongs to the device at its PCI address: a DGX's 144 switch links end on
+    4 NVSwitches, so discovery asks 4 times, and every link still counts (18 per pair)."""
+    backend = nvidia.backend(nvidia.node(dgx_h100_node("switch")))
+    log = tmp_path / "nvml-calls.log"
+    monkeypatch.setenv(CALL_LOG_ENV, str(log))
+    inventory = backend.discover()
+    monkeypatch.delenv(CALL_LOG_ENV)
+    calls = Counter(log.read_text().split())
+    assert calls["nvmlDeviceGetNvLinkRemotePciInfo_v2"] == 8 * 18  # the log counts what it should
+    assert calls["nvmlDeviceGetNvLinkRemoteDeviceType"] == 4
+    ids = [c.id for c in inventory.cards]
+    assert inventory.links.between(ids[0], ids[7])[0] == Link(LinkKind.NVLINK, count=18, bandwidth_gbps=450.0)
 
 
 def test_dgx_direct_mesh_links(nvidia: Harness) -> None:

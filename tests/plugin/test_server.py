@@ -45,6 +45,18 @@ def test_registers_with_kubelet_and_reports_which_kubelet(
     assert counts == [1] and kubelet_registrations(kubelet) == 1
 
 
+def test_kubelet_is_the_only_client_of_a_fresh_socket(
+    make_server: ServerFactory, kubelet: KubeletSimulator
+) -> None:
+    """The server listens before it registers, so it does not dial itself first: at start, every
+    pool's only connection is kubelet's (a self-check cost each pool a connection and a thread)."""
+    server = make_server()
+    assert server.wait_registered(WAIT)
+    wait_until(lambda: server.streaming, what="kubelet's ListAndWatch with its first list")
+    assert server.status().open_streams == 1
+    assert server.connections_accepted() == 1
+
+
 def test_a_failed_rebuild_is_retried_and_nothing_is_registered_meanwhile(
     make_server: ServerFactory, kubelet: KubeletSimulator, plugin_dir: Path
 ) -> None:

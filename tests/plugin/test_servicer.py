@@ -219,3 +219,20 @@ def test_a_list_changed_just_before_the_close_still_goes_out_before_the_stream_e
     state.update(pool(), ())
     servicer.close()
     assert [len(message.devices) for message in stream] == [0]
+
+
+def test_a_stream_counts_as_delivering_once_its_first_list_is_handed_over() -> None:
+    """What ``run`` waits for before its after-start work: a stream kubelet opened whose first list
+    is still ours to send does not count yet (work woken then would hold that list back)."""
+    state = PoolState(pool(), units("u0", "u1"))
+    changes: list[int] = []
+    servicer = DevicePluginServicer(state, edits, on_stream=changes.append)
+    stream = servicer.ListAndWatch(wire.Empty(), CallContext("/v1beta1.DevicePlugin/ListAndWatch"))
+    assert len(next(stream).devices) == 2  # the RPC server holds it; it has not asked for the next
+    assert (servicer.open_streams, servicer.delivering_streams, changes) == (1, 0, [1])
+    state.update(pool(), units("u0"))
+    assert len(next(stream).devices) == 1  # asking for the next: the first was handed over
+    assert (servicer.open_streams, servicer.delivering_streams, changes) == (1, 1, [1, 1])
+    servicer.close()
+    assert list(stream) == []
+    assert (servicer.open_streams, servicer.delivering_streams) == (0, 0)

@@ -69,8 +69,13 @@ class _NvLinks:
     gbps_per_link: float = 0.0
 
 
-def _walk_nvlinks(card: TopoCard, by_address: dict[str, str]) -> _NvLinks | None:
-    """Active NVLinks of one card; None when the card (or library) has no NVLink support."""
+def _walk_nvlinks(card: TopoCard, by_address: dict[str, str], far_types: dict[str, int]) -> _NvLinks | None:
+    """Active NVLinks of one card; None when the card (or library) has no NVLink support.
+
+    ``far_types`` (remote PCI address → NVLink device type) is shared by the walks of one
+    discovery: the type belongs to the device at that address, and on an NVSwitch node every link
+    of every card ends on one of a few switches (8 cards × 18 links, 4 switches on a DGX H100).
+    """
     found = _NvLinks()
     for link in range(nvml.NVLINK_MAX_LINKS):
         try:
@@ -92,18 +97,21 @@ def _walk_nvlinks(card: TopoCard, by_address: dict[str, str]) -> _NvLinks | None
         if peer is not None and peer != card.id:
             found.peers[peer] += 1
             continue
-        try:
-            if nvml.nvlink_remote_type(card.handle, link) == nvml.NVLINK_DEVICE_TYPE_SWITCH:
-                found.switch_links += 1
-        except nvml.NvmlError:
-            pass  # unknown far end: not a card of ours, so no card-to-card link
+        if remote not in far_types:
+            try:
+                far_types[remote] = nvml.nvlink_remote_type(card.handle, link)
+            except nvml.NvmlError:
+                continue  # unknown far end: not a card of ours, so no card-to-card link
+        if far_types[remote] == nvml.NVLINK_DEVICE_TYPE_SWITCH:
+            found.switch_links += 1
     return found
 
 
 def nvlink_links(cards: Sequence[TopoCard]) -> list[tuple[str, str, Link]]:
     """NVLink between each pair: direct links, plus the NVSwitch fabric when both cards are on it."""
     by_address = {c.pci_address: c.id for c in cards}
-    walked = {c.id: _walk_nvlinks(c, by_address) for c in cards}
+    far_types: dict[str, int] = {}
+    walked = {c.id: _walk_nvlinks(c, by_address, far_types) for c in cards}
     pairs: list[tuple[str, str, Link]] = []
     for i, a in enumerate(cards):
         for b in cards[i + 1 :]:

@@ -6,6 +6,7 @@ README.md beside this file documents the node-file schema and the control comman
 
 from vendors.nvidia.fake.build import FakeBuildError, build_fake_nvml
 from vendors.nvidia.fake.node import (
+    CALL_LOG_ENV,
     NODE_ENV,
     Control,
     NodeFiles,
@@ -18,6 +19,7 @@ from vendors.nvidia.fake.node import (
 from vendors.nvidia.fake.prepare import FakeNvidiaNode, prepare_fake_node
 
 __all__ = [
+    "CALL_LOG_ENV",
     "NODE_ENV",
     "Control",
     "FakeBuildError",

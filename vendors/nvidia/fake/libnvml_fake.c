@@ -183,8 +183,32 @@ static void unlock_guard(int *unused) {
 #define LOCKED int hcs_guard_ __attribute__((cleanup(unlock_guard), unused)) = (pthread_mutex_lock(&g_lock), 0)
 
 static void pump(void);
+static void copy_bounded(char *dst, size_t cap, const char *src);
+
+/* $HCS_FAKE_NVML_CALL_LOG names a file that gets one line per call through the prologue (every
+ * device, system and event call; not init or shutdown), with the function's name: tests count the
+ * calls a backend makes. Read at every call, so a test may set or unset it at any time. */
+static FILE *call_log;
+static char call_log_path[4096];
+
+static void log_call(const char *fn) {
+    const char *path = getenv("HCS_FAKE_NVML_CALL_LOG");
+    if (!path || !path[0] || strcmp(path, call_log_path) != 0) {
+        if (call_log) fclose(call_log);
+        call_log = NULL;
+        call_log_path[0] = '\0';
+        if (!path || !path[0]) return;
+        copy_bounded(call_log_path, sizeof call_log_path, path); /* tried once, opened or not */
+        call_log = fopen(path, "a");
+        if (!call_log) fprintf(stderr, "libnvml_fake: call log %s: %s\n", path, strerror(errno));
+    }
+    if (!call_log) return;
+    fprintf(call_log, "%s\n", fn);
+    fflush(call_log);
+}
 
 static nvmlReturn_t prologue(const char *fn) {
+    log_call(fn);
     if (!S.refcount) return NVML_ERROR_UNINITIALIZED;
     pump();
     if (S.fail) return S.fail;

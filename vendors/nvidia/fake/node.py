@@ -16,6 +16,8 @@ from pathlib import Path
 Json = dict[str, object]
 
 NODE_ENV = "HCS_FAKE_NVML_NODE"
+CALL_LOG_ENV = "HCS_FAKE_NVML_CALL_LOG"
+"""Names a file the fake appends each NVML call's function name to (see README.md)."""
 CONTROL_FILE = "control.jsonl"
 
 H100_SXM_NAME = "NVIDIA H100 80GB HBM3"
