@@ -387,9 +387,9 @@ def faults(kubelet_down: float) -> list[FaultResult]:
 
         def remove_plugin_dir() -> None:
             s.kubelet.stop()
-            for entry in s.plugin_dir.iterdir():
-                entry.unlink()
-            s.plugin_dir.rmdir()
+            # The daemon may create its socket anew between emptying the dir and removing it (it
+            # sees kubelet go): remove again until the dir is gone, as `rm -rf` run twice would.
+            wait_until(lambda: _removed(s.plugin_dir), WAIT, "plugin dir removed")
 
         recover("plugin dir removed (kubelet re-creates it)", remove_plugin_dir, s.kubelet.start)
 
@@ -404,6 +404,12 @@ def faults(kubelet_down: float) -> list[FaultResult]:
         recover(f"kubelet.sock gone {kubelet_down:g} s", kubelet_gone, s.kubelet.start)
         results.append(_second_instance(s, daemon))
     return results
+
+
+def _removed(directory: Path) -> bool:
+    """Remove ``directory`` and what is in it; whether it is gone (something created meanwhile keeps it)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    return not directory.exists()
 
 
 def _second_instance(s: Site, first: DaemonProcess) -> FaultResult:
