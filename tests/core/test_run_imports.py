@@ -6,7 +6,8 @@ tool), the Kubernetes client (only with an API source), grpcio (pools and DRA ar
 codecs) stay out of a plain run's imports; so do python-json-logger (only with ``--log-format
 json``), the DKP pool parsers (only when a ConfigMap in a DKP format arrives: recognising one needs
 only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
-stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
+stream to kubelet; the port is bound before; so does what only its answers need, the probes and the
+report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
 the allocator's search (``allocation.policy`` and ``select``: a pool's topology is built before it
 streams, the search runs at kubelet's first GetPreferredAllocation)."""
@@ -33,6 +34,9 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.pools.dkp",
     "hcs_deviceplugin.pools.nodegroup",
     "waitress",
+    "hcs_deviceplugin.observability.probes",  # /healthz, /readyz: loaded as the HTTP server is built
+    "hcs_deviceplugin.plugin.probe",
+    "hcs_deviceplugin.observability.report",  # /report: the same
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
     "hcs_deviceplugin.allocator",  # the search: loaded by the first GetPreferredAllocation
