@@ -439,7 +439,6 @@ def command_run(args: argparse.Namespace) -> int:
         settings = run_settings(args)
     except UsageError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    from hcs_deviceplugin.plugin.servicer import load_preferred_allocation
     from hcs_deviceplugin.runner import Runner, StartError
 
     try:
@@ -448,8 +447,8 @@ def command_run(args: argparse.Namespace) -> int:
         runner.start()
     except StartError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    # once the pools stream: load the allocator's search, collect once, then as usual
-    settle_when(runner.daemon.wait_streaming, runner.stop_event, load_preferred_allocation)
+    # once the pools stream: load the allocator, build the pools' topologies, collect once, then as usual
+    settle_when(runner.daemon.wait_streaming, runner.stop_event, runner.daemon.prepare_allocation)
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)

@@ -27,7 +27,6 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import Backend, close_backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.cdi.delivery import deliver
 from hcs_deviceplugin.cdi.names import kinds_of, unit_names
@@ -60,6 +59,8 @@ from hcs_deviceplugin.model import (
     Unit,
 )
 from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.plugin.servicer import load_preferred_allocation
+from hcs_deviceplugin.plugin.topology import PoolTopology
 from hcs_deviceplugin.reconciler import (
     Desired,
     DesiredPool,
@@ -339,6 +340,14 @@ class Daemon:
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, remaining)  # type: ignore[misc]
 
+    def prepare_allocation(self) -> None:
+        """Load the allocator and build every pool's topology, which a start leaves for later: the
+        pools stream without them, and ``run`` calls this once they do, so that kubelet's first
+        GetPreferredAllocation pays for neither on a pod's admission. From then on each pool's
+        topology is built as soon as an apply has served it."""
+        load_preferred_allocation()
+        self.applier.prepare_allocation()
+
     def thread_liveness(self) -> dict[str, bool]:
         """Thread name → alive, for every long-lived thread the daemon started (read by /healthz)."""
         return {thread.name: thread.is_alive() for thread in self._threads}
@@ -551,7 +560,7 @@ class Daemon:
 
     # -- servers ---------------------------------------------------------------------------------
 
-    def _new_server(self, want: DesiredPool, topology: Topology) -> PluginServer:
+    def _new_server(self, want: DesiredPool, topology: PoolTopology) -> PluginServer:
         resource = want.pool.resource_name
         pool_name = want.pool.name
 

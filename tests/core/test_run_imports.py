@@ -9,8 +9,8 @@ only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread l
 stream to kubelet; the port is bound before; so does what only its answers need, the probes and the
 report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
-the allocator's search (``allocation.policy`` and ``select``: a pool's topology is built before it
-streams, the search runs at kubelet's first GetPreferredAllocation)."""
+the allocator, topologies included (the whole ``allocation`` package: a pool streams with its
+topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,8 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.observability.report",  # /report: the same
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
-    "hcs_deviceplugin.allocator",  # the search: loaded by the first GetPreferredAllocation
-    "hcs_deviceplugin.allocation.policy",
-    "hcs_deviceplugin.allocation.select",
+    "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
+    "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
