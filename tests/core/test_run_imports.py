@@ -10,7 +10,8 @@ stream to kubelet; the port is bound before; so does what only its answers need,
 report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
 the allocator, topologies included (the whole ``allocation`` package: a pool streams with its
-topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``)."""
+topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``),
+and the other commands' modules (``run`` builds only its own parser)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.observability.report",  # /report: the same
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
+    "hcs_deviceplugin.observability.inspect",  # the inspect command's: run builds only its own parser
+    "hcs_deviceplugin.simulation",
     "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
     "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
 )
@@ -48,13 +51,14 @@ ALLOWLIST = 'ConfigMapObject(name="gpu-device-plugin-a", data={"DP_ALLOWED_DEVIC
 
 
 def loaded_by_run(log_format: str = "text", configmap: str = NATIVE) -> list[str]:
-    """The modules loaded once ``run``'s code is imported, its logging set up and ``configmap`` parsed."""
+    """The modules loaded once ``run``'s code is imported, its command line read, its logging set up
+    and ``configmap`` parsed."""
     code = f"""
 import json, sys
 from hcs_deviceplugin import cli, runner
 from hcs_deviceplugin.pools.formats import parse_configmap
 from hcs_deviceplugin.pools.objects import ConfigMapObject
-cli.build_parser()
+cli.parse_arguments(["run"], {{}})
 cli.configure_logging({log_format!r}, "info")
 parse_configmap({configmap})
 print(json.dumps(sorted(sys.modules)))
