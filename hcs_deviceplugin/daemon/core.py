@@ -47,16 +47,17 @@ from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
-from hcs_deviceplugin.layouts import layout_requests
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
     Health,
+    Inventory,
     LinkMatrix,
     Pool,
     PoolSet,
     SharingRequest,
     Unit,
+    UnitKind,
 )
 from hcs_deviceplugin.plugin.server import PluginServer
 from hcs_deviceplugin.plugin.servicer import load_preferred_allocation
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from hcs_deviceplugin.cdi.publisher import CdiPublisher
     from hcs_deviceplugin.dra.devices import DraDevice
     from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
+    from hcs_deviceplugin.layouts import LayoutRequest
 
 log = logging.getLogger(__name__)
 
@@ -502,10 +504,7 @@ class Daemon:
         blocked: frozenset[str] = frozenset()
         if self._poller is not None and not state.held_known:
             held, blocked = restart_holds(self._records, [c.id for c in inventory.cards], held)
-        attempted = set(state.layout_attempts) | set(state.layouts_running)
-        requests = layout_requests(
-            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted, blocked
-        )
+        requests = self._layout_requests(state, inventory, held, blocked)
         cards = {c.id: c for c in inventory.cards}
         for request in requests:
             self._supervisor.lay_out(request, cards[request.card_id])
@@ -534,6 +533,20 @@ class Daemon:
         self.applier.submit(ApplyJob(desired, inventory, listed, frozenset(state.inventories)))
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
+
+    def _layout_requests(
+        self, state: NodeState, inventory: Inventory, held: Mapping[str, HeldCard], blocked: frozenset[str]
+    ) -> list[LayoutRequest]:
+        """The partition layouts to make now (see layouts.py); none, and the planner not even loaded,
+        while no pool hands out partitions, as on most nodes."""
+        if not any(pool.unit is UnitKind.PARTITION for pool in state.poolset.pools):
+            return []
+        from hcs_deviceplugin.layouts import layout_requests
+
+        attempted = set(state.layout_attempts) | set(state.layouts_running)
+        return layout_requests(
+            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted, blocked
+        )
 
     def _share(self, requests: dict[str, SharingRequest], cards: Mapping[str, Card]) -> None:
         """Tell each sharing backend which of its cards to share now, when that changed (the call only

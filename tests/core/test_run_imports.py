@@ -44,6 +44,7 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.simulation",
     "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
     "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
+    "hcs_deviceplugin.layouts",  # partition layouts: loaded by the first apply with a Partition pool
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'

@@ -44,6 +44,9 @@ sys.exit(main())
 """``run`` with each first load of a ``$WATCHED`` module written to ``$LOAD_LOG`` as ``module
 thread``; ``frozen-next`` marks a full collection (the first is settle's, just before the freeze)."""
 
+NEVER_LOADED = ("hcs_deviceplugin.layouts",)
+"""What a run without Partition pools never needs: the MIG/vNPU layout planner."""
+
 LOADED_LATE = {
     "hcs_deviceplugin.allocation": "settle-heap",  # topologies, the search: Daemon.prepare_allocation
     "hcs_deviceplugin.allocator": "settle-heap",
@@ -66,7 +69,7 @@ def test_a_run_loads_the_allocator_and_the_http_answers_only_once_its_pools_stre
     command += ["--metrics-address", "127.0.0.1", "--metrics-port", str(port)]
     command += ["--pod-resources-socket", str(root / "pr.sock")]
     env = {**os.environ, "HCS_SIMULATED_NODE": "builtin:default", "LOAD_LOG": str(log)}
-    env["WATCHED"] = ",".join(LOADED_LATE)
+    env["WATCHED"] = ",".join((*LOADED_LATE, *NEVER_LOADED))
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
         name = resource("train")
@@ -83,7 +86,7 @@ def test_a_run_loads_the_allocator_and_the_http_answers_only_once_its_pools_stre
     for module, thread in lines:
         watched = next((w for w in LOADED_LATE if module == w or module.startswith(w + ".")), module)
         first.setdefault(watched, thread)
-    assert first == {**LOADED_LATE, "frozen-next": "settle-heap"}
+    assert first == {**LOADED_LATE, "frozen-next": "settle-heap"}, "and nothing of NEVER_LOADED"
     frozen_at = [module for module, _ in lines].index("frozen-next")
     assert "hcs_deviceplugin.allocator" in [module for module, _ in lines[:frozen_at]], (
         "loaded before the freeze"
