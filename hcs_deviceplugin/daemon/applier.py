@@ -157,7 +157,7 @@ class ServerApplier:
         """
         self._prepare_allocation = True
         for server in self.servers.values():
-            server.prepare_allocation()
+            _prepare(server)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job is pending or being applied (tests and shutdown)."""
@@ -242,7 +242,7 @@ class ServerApplier:
             for name in (*plan.start, *plan.replace, *plan.update):
                 server = self._running_server(name)
                 if server is not None:
-                    server.prepare_allocation()
+                    _prepare(server)
 
     def _withdraw(
         self,
@@ -338,3 +338,12 @@ class ServerApplier:
                 return
             if running.update(want.pool, want.units, pool_topology(want, inventory)):
                 log.info("pool %s now advertises %d unit(s)", name, len(want.units))
+
+
+def _prepare(server: PluginServer) -> None:
+    """Build what the pool's GetPreferredAllocation reads; a failure is logged and left to the call,
+    which answers in kubelet's order if the allocator fails there too (plugin/servicer.py)."""
+    try:
+        server.prepare_allocation()
+    except Exception:
+        log.exception("pool %s: preparing for GetPreferredAllocation failed", server.state.snapshot.pool.name)
