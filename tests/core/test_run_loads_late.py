@@ -75,7 +75,8 @@ def test_a_run_loads_the_allocator_and_the_http_answers_only_once_its_pools_stre
         name = resource("train")
         kubelet.wait_for(lambda k: name in k.resources() and k.resource(name).connected, WAIT, "streaming")
         wait_until(lambda: "frozen-next" in log.read_text(), WAIT, "start-up settled")
-        assert http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        ready = f"http://127.0.0.1:{port}/readyz"
+        wait_until(lambda: http_get(ready)[0] == 200, WAIT, "/readyz answered: the HTTP server is built")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0, stderr[-2000:]
