@@ -296,14 +296,20 @@ def _add_tool_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
 
 
-def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """The whole command line; ``environ`` (default ``os.environ``) gives NODE_NAME and POD_NAMESPACE."""
+def build_parser(environ: Mapping[str, str] | None = None, only_run: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; ``environ`` (default ``os.environ``) gives NODE_NAME and POD_NAMESPACE.
+
+    ``only_run``: the ``run`` command alone, for a command line that starts with ``run`` (argparse
+    reads everything after it with ``run``'s parser): the other commands' parsers, and what they
+    load, would be a start's waste.
+    """
     parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub, os.environ if environ is None else environ)
-    _add_simulate_parser(sub)
-    _add_tool_parsers(sub)
+    if not only_run:
+        _add_simulate_parser(sub)
+        _add_tool_parsers(sub)
     return parser
 
 
@@ -314,8 +320,8 @@ def parse_arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> a
     whatever the environment holds, and the variables are read only for ``run``; its namespace's
     ``from_environment`` maps each flag whose value came from a variable to that variable.
     """
-    parser = build_parser(environ)
     arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(environ, only_run=arguments[:1] == ["run"])
     args = parser.parse_args(arguments)
     if args.command != "run":
         return args
@@ -439,7 +445,6 @@ def command_run(args: argparse.Namespace) -> int:
         settings = run_settings(args)
     except UsageError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    from hcs_deviceplugin.plugin.servicer import load_preferred_allocation
     from hcs_deviceplugin.runner import Runner, StartError
 
     try:
@@ -448,8 +453,8 @@ def command_run(args: argparse.Namespace) -> int:
         runner.start()
     except StartError as exc:
         return fail(envflags.mention_variables(str(exc), taken))
-    # once the pools stream: load the allocator's search, collect once, then as usual
-    settle_when(runner.daemon.wait_streaming, runner.stop_event, load_preferred_allocation)
+    # once the pools stream: load the allocator, build the pools' topologies, collect once, then as usual
+    settle_when(runner.daemon.wait_streaming, runner.stop_event, runner.daemon.prepare_allocation)
     signum = signals.wait()
     runner.stop(signal.Signals(signum).name)
     exit_now(0)

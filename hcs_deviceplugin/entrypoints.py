@@ -24,7 +24,7 @@ _SUFFIXES = (".dist-info", ".egg-info")
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class EntryPoint:
     """One ``name = module:attr`` line of a group; loading it imports the module."""
 

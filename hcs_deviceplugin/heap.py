@@ -54,14 +54,18 @@ def settle_when(
 ) -> threading.Thread:
     """On a thread: once ``ready(seconds)`` returns (the pools stream) and unless ``stop`` is set,
     ``prepare()`` (what a start leaves for later but the first calls would pay for; loaded before
-    the freeze, so it is frozen too), then :func:`settle`. Returns the started thread."""
+    the freeze, so it is frozen too), then :func:`settle`, even if ``prepare`` failed: collection
+    must come back on whatever happens. Returns the started thread."""
 
     def run() -> None:
         ready(SETTLE_WAIT_S)
         if stop.is_set():
             resume_collection()  # stopping: nothing to settle, and nothing left to defer for
             return
-        prepare()
+        try:
+            prepare()
+        except Exception:  # left for the first calls to do: logged, and the heap settled all the same
+            log.exception("preparing for the first calls after the start failed")
         started = time.monotonic()
         frozen = settle()
         log.debug("froze %d start-up objects in %.1f ms", frozen, (time.monotonic() - started) * 1000)

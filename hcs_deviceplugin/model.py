@@ -433,7 +433,7 @@ class HealthEvent:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class InventoryChanged:
     """A backend saw hardware appear that its last discovery did not know (e.g. a hot-added card).
 

@@ -57,7 +57,7 @@ class HeldCard:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Desired:
     """The whole node as it should be served, plus what could not be placed and why."""
 
@@ -83,7 +83,7 @@ def dra_pools(pools: Mapping[str, DesiredPool]) -> dict[str, DesiredPool]:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Plan:
     """What the daemon must do to go from running to desired, pool by pool."""
 

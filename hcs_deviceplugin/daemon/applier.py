@@ -12,6 +12,10 @@ card under two resources:
 Before either phase, ``before_apply`` sees the job (the daemon refreshes its CDI specs there), so a
 spec names every card before a pool offers it, and the Allocate path never writes a file.
 
+A pool is served before its topology is built (plugin/topology.py); once
+:meth:`ServerApplier.prepare_allocation` has run, each apply builds the topologies of the pools it
+started or changed, right after serving them.
+
 Between the phases the holds are read once more: an Allocate answered by the losing pool before its
 list shrank is a hold the control loop may not have seen yet, so that card is left out of phase two
 (and the control loop recomputes, which makes it drain). Before phase two the restart state records
@@ -27,16 +31,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.holds import HoldBook, held_cards
 from hcs_deviceplugin.model import Inventory
 from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.plugin.topology import PoolTopology
 from hcs_deviceplugin.reconciler import Desired, DesiredPool, HeldCard, device_plugin_pools, plan_changes
 from hcs_deviceplugin.restartstate import RestartStateStore
 
 log = logging.getLogger(__name__)
 
-ServerFactory = Callable[[DesiredPool, Topology], PluginServer]
+ServerFactory = Callable[[DesiredPool, PoolTopology], PluginServer]
 
 MOVE_GRACE_SECONDS = 0.01
 """Pause between a withdrawal written to its stream and the same card advertised by another pool."""
@@ -55,10 +59,11 @@ class ApplyJob:
     """Backends whose inventory is known (None: all); only read by ``before_apply``."""
 
 
-def pool_topology(want: DesiredPool, inventory: Inventory) -> Topology:
-    """Precomputed link scores for a pool's cards, so GetPreferredAllocation does no O(n²) work."""
+def pool_topology(want: DesiredPool, inventory: Inventory) -> PoolTopology:
+    """Link scores for a pool's cards, precomputed (once built: see plugin/topology.py) so that
+    GetPreferredAllocation does no O(n²) work."""
     cards = [c for c in inventory.cards if c.id in set(want.cards)]
-    return Topology.build(cards, inventory.links, want.units)
+    return PoolTopology(cards, inventory.links, want.units)
 
 
 def without_cards(want: DesiredPool, excluded: frozenset[str]) -> DesiredPool:
@@ -116,6 +121,7 @@ class ServerApplier:
         self._applied_desired = Desired()
         self._published: Mapping[str, PluginServer] = MappingProxyType({})
         self._changes = 0
+        self._prepare_allocation = False
         self.thread = threading.Thread(target=self._run, name="server-applier", daemon=True)
 
     # -- called from other threads -----------------------------------------------------------------
@@ -141,6 +147,17 @@ class ServerApplier:
     @property
     def applied_changes(self) -> int:
         return self._changes
+
+    def prepare_allocation(self) -> None:
+        """Build what GetPreferredAllocation reads of every running pool (its topology) now, and
+        from here on of each pool an apply starts or changes, right after it serves the change.
+
+        ``run`` calls this once its pools stream: a start serves them with their topologies still
+        to build (plugin/topology.py), and kubelet's first call should not be the one to pay.
+        """
+        self._prepare_allocation = True
+        for server in self.servers.values():
+            _prepare(server)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job is pending or being applied (tests and shutdown)."""
@@ -221,6 +238,11 @@ class ServerApplier:
         self._applied_desired = job.desired
         self._changes += 1
         self._on_change()
+        if self._prepare_allocation:
+            for name in (*plan.start, *plan.replace, *plan.update):
+                server = self._running_server(name)
+                if server is not None:
+                    _prepare(server)
 
     def _withdraw(
         self,
@@ -316,3 +338,12 @@ class ServerApplier:
                 return
             if running.update(want.pool, want.units, pool_topology(want, inventory)):
                 log.info("pool %s now advertises %d unit(s)", name, len(want.units))
+
+
+def _prepare(server: PluginServer) -> None:
+    """Build what the pool's GetPreferredAllocation reads; a failure is logged and left to the call,
+    which answers in kubelet's order if the allocator fails there too (plugin/servicer.py)."""
+    try:
+        server.prepare_allocation()
+    except Exception:
+        log.exception("pool %s: preparing for GetPreferredAllocation failed", server.state.snapshot.pool.name)

@@ -27,7 +27,6 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from hcs_deviceplugin.allocation.topology import Topology
 from hcs_deviceplugin.backend import Backend, close_backend, configure_sharing, sharing_modes
 from hcs_deviceplugin.cdi.delivery import deliver
 from hcs_deviceplugin.cdi.names import kinds_of, unit_names
@@ -48,18 +47,21 @@ from hcs_deviceplugin.holds import HoldBook, hardware_id_of, held_cards
 from hcs_deviceplugin.kubelet.dirlock import PluginDirLock
 from hcs_deviceplugin.kubelet.poller import PodResourcesPoller
 from hcs_deviceplugin.kubelet.watch import KubeletWatcher, file_identity
-from hcs_deviceplugin.layouts import layout_requests
 from hcs_deviceplugin.model import (
     Card,
     ContainerEdits,
     Health,
+    Inventory,
     LinkMatrix,
     Pool,
     PoolSet,
     SharingRequest,
     Unit,
+    UnitKind,
 )
 from hcs_deviceplugin.plugin.server import PluginServer
+from hcs_deviceplugin.plugin.servicer import load_preferred_allocation
+from hcs_deviceplugin.plugin.topology import PoolTopology
 from hcs_deviceplugin.reconciler import (
     Desired,
     DesiredPool,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     from hcs_deviceplugin.cdi.publisher import CdiPublisher
     from hcs_deviceplugin.dra.devices import DraDevice
     from hcs_deviceplugin.dra.frontend import DraFrontEnd, DraSetup
+    from hcs_deviceplugin.layouts import LayoutRequest
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +344,14 @@ class Daemon:
             with self._changed:
                 self._changed.wait_for(lambda seen=seen: self._generation != seen, remaining)  # type: ignore[misc]
 
+    def prepare_allocation(self) -> None:
+        """Load the allocator and build every pool's topology, which a start leaves for later: the
+        pools stream without them, and ``run`` calls this once they do, so that kubelet's first
+        GetPreferredAllocation pays for neither on a pod's admission. From then on each pool's
+        topology is built as soon as an apply has served it."""
+        load_preferred_allocation()
+        self.applier.prepare_allocation()
+
     def thread_liveness(self) -> dict[str, bool]:
         """Thread name → alive, for every long-lived thread the daemon started (read by /healthz)."""
         return {thread.name: thread.is_alive() for thread in self._threads}
@@ -495,10 +506,7 @@ class Daemon:
         blocked: frozenset[str] = frozenset()
         if self._poller is not None and not state.held_known:
             held, blocked = restart_holds(self._records, [c.id for c in inventory.cards], held)
-        attempted = set(state.layout_attempts) | set(state.layouts_running)
-        requests = layout_requests(
-            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted, blocked
-        )
+        requests = self._layout_requests(state, inventory, held, blocked)
         cards = {c.id: c for c in inventory.cards}
         for request in requests:
             self._supervisor.lay_out(request, cards[request.card_id])
@@ -528,6 +536,20 @@ class Daemon:
         self._store.save_holds(provisional)
         self._publish(held=held, waiting_for="")
 
+    def _layout_requests(
+        self, state: NodeState, inventory: Inventory, held: Mapping[str, HeldCard], blocked: frozenset[str]
+    ) -> list[LayoutRequest]:
+        """The partition layouts to make now (see layouts.py); none, and the planner not even loaded,
+        while no pool hands out partitions, as on most nodes."""
+        if not any(pool.unit is UnitKind.PARTITION for pool in state.poolset.pools):
+            return []
+        from hcs_deviceplugin.layouts import layout_requests
+
+        attempted = set(state.layout_attempts) | set(state.layouts_running)
+        return layout_requests(
+            state.poolset, inventory, self.config.node_name, held, state.held_known, attempted, blocked
+        )
+
     def _share(self, requests: dict[str, SharingRequest], cards: Mapping[str, Card]) -> None:
         """Tell each sharing backend which of its cards to share now, when that changed (the call only
         records: see backend.py)."""
@@ -553,7 +575,7 @@ class Daemon:
 
     # -- servers ---------------------------------------------------------------------------------
 
-    def _new_server(self, want: DesiredPool, topology: Topology) -> PluginServer:
+    def _new_server(self, want: DesiredPool, topology: PoolTopology) -> PluginServer:
         resource = want.pool.resource_name
         pool_name = want.pool.name
 

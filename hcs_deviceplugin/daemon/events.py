@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hcs_deviceplugin.layouts import LayoutRequest
 from hcs_deviceplugin.model import HealthEvent, Inventory, PoolSet
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.layouts import LayoutRequest
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -43,7 +43,7 @@ class Transition:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class NodeState:
     """Everything the desired pools are computed from, except holds (see holds.HoldBook)."""
 

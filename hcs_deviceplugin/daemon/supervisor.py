@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.backend import PARTITION_FILL, Backend
 from hcs_deviceplugin.daemon.events import (
@@ -21,9 +22,11 @@ from hcs_deviceplugin.daemon.events import (
     LaidOut,
     Rediscovered,
 )
-from hcs_deviceplugin.layouts import LayoutRequest
 from hcs_deviceplugin.model import Card, InventoryChanged
 from hcs_deviceplugin.plugin.server import Backoff
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.layouts import LayoutRequest
 
 log = logging.getLogger(__name__)
 

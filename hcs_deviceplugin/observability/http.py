@@ -12,6 +12,10 @@ Prometheus accepts whatever it asks for first, gzipped when the client accepts g
 on the loopback address (``kubectl exec``, ``kubectl port-forward``, the node itself) while
 ``/metrics`` and the probes stay reachable on the pod address; ``report_access="any"`` opens it to
 everyone who can reach the port, ``"off"`` removes it.
+
+What only an answer needs (the probes, the report) is imported by the server thread as it builds
+the server, like waitress: ``run`` binds the port before its pools register, and answers nothing
+before they stream (or :data:`DEFER_LIMIT` passed).
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ from hcs_deviceplugin.observability.exposition import (
     requested_names,
 )
 from hcs_deviceplugin.observability.metrics import Metrics
-from hcs_deviceplugin.observability.probes import DEFAULT_TIMEOUT, LivenessProbe, readiness
-from hcs_deviceplugin.observability.report import build_report
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
     from waitress.server import BaseWSGIServer, MultiSocketServer
+
+    from hcs_deviceplugin.observability.probes import LivenessProbe
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,7 @@ class ObservabilityServer:
     report lists no links without it. ``metrics`` is bound to the daemon's view here unless it
     already is, so one call wires everything. ``report_access`` says who may read ``/report``
     (module docstring); ``idle_timeout`` is the idle-connection limit in seconds.
+    ``liveness_timeout`` None is the probes' own default (``probes.DEFAULT_TIMEOUT``).
     """
 
     def __init__(
@@ -117,7 +122,7 @@ class ObservabilityServer:
         host: str = "0.0.0.0",
         port: int = DEFAULT_PORT,
         links: LinksFunction | None = None,
-        liveness_timeout: float = DEFAULT_TIMEOUT,
+        liveness_timeout: float | None = None,
         report_access: ReportAccess = "local",
         idle_timeout: int = IDLE_TIMEOUT,
         threads: int = THREADS,
@@ -132,7 +137,9 @@ class ObservabilityServer:
         self.report_access: ReportAccess = report_access
         self._requested_port = port
         self._links = links
-        self._liveness = LivenessProbe(daemon, liveness_timeout)
+        self._liveness_timeout = liveness_timeout
+        self._liveness_probe: LivenessProbe | None = None
+        self._liveness_lock = threading.Lock()
         self._idle_timeout = idle_timeout
         self._threads = threads
         self._server: BaseWSGIServer | MultiSocketServer | None = None
@@ -230,10 +237,24 @@ class ObservabilityServer:
                     server.pull_trigger()  # wake the event loop now rather than at its next timeout
         thread.join(timeout=5)
 
+    def _liveness(self) -> LivenessProbe:
+        """The one liveness probe (it remembers a helper still blocked), made on first use."""
+        with self._liveness_lock:
+            if self._liveness_probe is None:
+                from hcs_deviceplugin.observability.probes import DEFAULT_TIMEOUT, LivenessProbe
+
+                timeout = DEFAULT_TIMEOUT if self._liveness_timeout is None else self._liveness_timeout
+                self._liveness_probe = LivenessProbe(self.daemon, timeout)
+            return self._liveness_probe
+
     def _build(
         self, listener: socket.socket, socket_map: dict[int, Any] | None = None
     ) -> BaseWSGIServer | MultiSocketServer:
         from waitress.server import create_server  # here: ``run`` registers its pools before this
+
+        from hcs_deviceplugin.observability import report  # noqa: F401  # before the first /report
+
+        self._liveness()  # and the probes, before the first probe
 
         return create_server(
             self.wsgi,
@@ -302,15 +323,19 @@ class ObservabilityServer:
     # -- endpoint bodies, also usable without HTTP ---------------------------------------------
 
     def healthz(self) -> tuple[int, str]:
-        ok, reason = self._liveness.check()
+        ok, reason = self._liveness().check()
         return (200, "ok\n") if ok else (503, reason + "\n")
 
     def readyz(self) -> tuple[int, str]:
+        from hcs_deviceplugin.observability.probes import readiness
+
         config = self.daemon.config
         ready, reasons = readiness(self.daemon.view(), config.plugin_dir / config.kubelet_socket_name)
         return (200, "ok\n") if ready else (503, "".join(r + "\n" for r in reasons))
 
     def report(self) -> dict[str, Any]:
+        from hcs_deviceplugin.observability.report import build_report
+
         links = self._links() if self._links is not None else None
         return build_report(self.daemon.view(), self.daemon.config.node_name, links)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from hcs_deviceplugin.api.deviceplugin.v1beta1 import api_wire as pb
 from hcs_deviceplugin.api.wireformat import DecodeError
@@ -278,20 +278,19 @@ class DevicePluginServicer:
     ) -> pb.PreferredAllocationResponse:
         snapshot = self._state.snapshot
         answers = [
-            pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer(snapshot, req, snapshot.by_id))
+            pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer(snapshot, req))
             for req in request.container_requests
         ]
         return pb.PreferredAllocationResponse(container_responses=answers)
 
     @staticmethod
-    def _prefer(
-        snapshot: Snapshot, req: pb.ContainerPreferredAllocationRequest, by_id: Mapping[str, Unit]
-    ) -> list[str]:
+    def _prefer(snapshot: Snapshot, req: pb.ContainerPreferredAllocationRequest) -> list[str]:
         """The allocator's choice; on an allocator bug, kubelet's own order rather than a failed pod.
 
         A failed GetPreferredAllocation fails the pod's admission (KUBELET.md §3); a plain answer
-        that honours must_include and size is always better than that. The allocator's search is
-        loaded once the pools stream (:func:`load_preferred_allocation`), not before.
+        that honours must_include and size is always better than that. The allocator's search and
+        the pool's topology are loaded and built once the pools stream (``Daemon.prepare_allocation``),
+        not before; a call that comes first builds them (plugin/topology.py).
         """
         from hcs_deviceplugin.allocation.policy import ReplicaPolicy
         from hcs_deviceplugin.allocator import preferred_allocation
@@ -301,9 +300,10 @@ class DevicePluginServicer:
         size = req.allocation_size
         policy = ReplicaPolicy(snapshot.pool.replica_placement)
         try:
+            units = snapshot.allocator_units()
             if snapshot.topology is not None:
-                return snapshot.topology.preferred(available, must, size, by_id, policy)
-            return preferred_allocation(available, must, size, by_id, policy=policy)
+                return snapshot.topology.get().preferred(available, must, size, units, policy)
+            return preferred_allocation(available, must, size, units, policy=policy)
         except Exception:
             log.exception(
                 "preferred allocation failed for pool %s; answering in kubelet's order", snapshot.pool.name

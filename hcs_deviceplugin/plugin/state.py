@@ -17,14 +17,17 @@ another key.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from hcs_deviceplugin.allocation.topology import Topology
-from hcs_deviceplugin.allocation.units import PoolUnits
 from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import Health, Pool, Unit
+from hcs_deviceplugin.plugin.topology import PoolTopology
 from hcs_deviceplugin.rpc.calls import Encoded
+
+if TYPE_CHECKING:
+    from hcs_deviceplugin.allocation.units import PoolUnits
 
 MAX_ANSWERS = 256
 """Answers one snapshot keeps; past this the book starts over. Kubelet asks again for few id sets
@@ -47,24 +50,44 @@ class Answer:
 @field_repr
 @dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Snapshot:
-    """The pool definition and units at one version, with the topology precomputed for them."""
+    """The pool definition and units at one version, with the topology for them (see
+    :mod:`.topology`: built once something asks)."""
 
     version: int
     pool: Pool
     units: tuple[Unit, ...]
-    topology: Topology | None = None
-    by_id: PoolUnits = field(init=False, compare=False, repr=False)
-    """The units by id (the first of a repeated id), for Allocate's lookups; read-only, so the
-    allocator keeps what it derives from them for as long as the snapshot lives."""
+    topology: PoolTopology | None = None
+    by_id: Mapping[str, Unit] = field(init=False, compare=False, repr=False)
+    """The units by id (the first of a repeated id), for Allocate's lookups; never written."""
     answers: dict[bytes, Answer] = field(default_factory=dict, init=False, compare=False, repr=False)
     """Allocate answers given for this snapshot by request bytes; written by gRPC threads (a dict
     store is atomic)."""
+    allocator_view: PoolUnits | None = field(default=None, init=False, compare=False, repr=False)
+    """:meth:`allocator_units` once made."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "by_id", PoolUnits(reversed(self.units)))
+        object.__setattr__(self, "by_id", {u.id: u for u in reversed(self.units)})
 
     def unit(self, unit_id: str) -> Unit | None:
         return self.by_id.get(unit_id)
+
+    def allocator_units(self) -> PoolUnits:
+        """The units as the allocator reads them, made on first use (GetPreferredAllocation, or the
+        daemon preparing for it) and kept for as long as the snapshot lives, so the allocator keeps
+        what it derives from them; two threads that race both make an equal one, and either is kept."""
+        view = self.allocator_view
+        if view is None:
+            from hcs_deviceplugin.allocation.units import PoolUnits
+
+            view = PoolUnits(self.by_id)
+            object.__setattr__(self, "allocator_view", view)
+        return view
+
+    def prepare_allocation(self) -> None:
+        """Build what GetPreferredAllocation reads of this snapshot now rather than on its first call."""
+        if self.topology is not None:
+            self.topology.get()
+        self.allocator_units()
 
     def remember(self, request: bytes, answer: Answer) -> None:
         """Keep ``answer`` for the request bytes ``request`` (bounded: a full book is emptied first;
@@ -93,7 +116,7 @@ class PoolState:
         under it, and reading one reference is atomic, so Allocate never queues behind a writer."""
         return self._snapshot
 
-    def update(self, pool: Pool, units: Sequence[Unit], topology: Topology | None = None) -> bool:
+    def update(self, pool: Pool, units: Sequence[Unit], topology: PoolTopology | None = None) -> bool:
         """Replace pool and units; returns True (and wakes streams) only if the units changed.
 
         ``topology`` None keeps the current one (a withdrawal of cards keeps scoring correct: the

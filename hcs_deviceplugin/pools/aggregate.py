@@ -63,7 +63,7 @@ def object_label(key: ObjectKey) -> str:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class ObjectResult:
     """What one object contributes to a merge: its last good pools (if any) and its current errors."""
 
@@ -74,7 +74,7 @@ class ObjectResult:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
 class Merged:
     """The merge of every object: one PoolSet, all errors in a stable order, and errors per object."""
 

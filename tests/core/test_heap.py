@@ -179,3 +179,28 @@ def test_any_other_command_collects_as_usual_once_its_command_line_is_read(tmp_p
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "0 True"
+
+
+FAILED_PREPARE_PROBE = """
+import gc, threading
+from hcs_deviceplugin.heap import defer_collection, settle_when
+
+def prepare():
+    raise RuntimeError("an allocator bug")
+
+defer_collection()
+settle_when(lambda timeout: True, threading.Event(), prepare).join(10)
+assert gc.isenabled() and gc.get_freeze_count() > 1000, gc.get_freeze_count()
+print("ok")
+"""
+
+
+def test_a_failed_preparation_still_settles_and_collects_again() -> None:
+    """What ``prepare`` does (the allocator, the pools' topologies) is left for the first calls if it
+    fails; collection must come back on all the same, or the daemon would never collect again."""
+    out = subprocess.run(
+        [sys.executable, "-c", FAILED_PREPARE_PROBE], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    assert "preparing for the first calls after the start failed" in out.stderr

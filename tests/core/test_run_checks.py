@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from hcs_deviceplugin.cli import UsageError, check_backend_options, enabled_backends, parse_backend_options
+from hcs_deviceplugin.cli import (
+    UsageError,
+    build_parser,
+    check_backend_options,
+    enabled_backends,
+    parse_arguments,
+    parse_backend_options,
+)
 
 INSTALLED = ["ascend", "nvidia", "simulated"]
 
@@ -59,3 +66,28 @@ def test_options_group_by_backend_and_keep_equals_in_values() -> None:
         "a": {"x": "1", "y": "p=q"},
         "b": {"z": ""},
     }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["run", "--vendors", "simulated", "--metrics-port", "9100"], id="run"),
+        pytest.param(["validate-config", "pools.yaml"], id="another-command"),
+    ],
+)
+def test_a_command_line_reads_the_same_with_only_its_own_parser_built(argv: list[str]) -> None:
+    """``run`` builds only its own parser: what it reads is what the whole command line reads."""
+    whole = vars(build_parser({}).parse_args(argv))
+    read = vars(parse_arguments(argv, {}))
+    read.pop("from_environment", None)
+    assert read == whole
+
+
+def test_help_lists_every_command_and_run_help_is_runs_own(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_arguments(["--help"], {})
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ("run", "simulate", "inspect", "validate-config"))
+    with pytest.raises(SystemExit):
+        parse_arguments(["run", "--help"], {})
+    assert "--metrics-port" in capsys.readouterr().out

@@ -6,10 +6,12 @@ tool), the Kubernetes client (only with an API source), grpcio (pools and DRA ar
 codecs) stay out of a plain run's imports; so do python-json-logger (only with ``--log-format
 json``), the DKP pool parsers (only when a ConfigMap in a DKP format arrives: recognising one needs
 only :mod:`hcs_deviceplugin.pools.shapes`), waitress (the HTTP server's thread loads it once the pools
-stream to kubelet; the port is bound before), the CDI spec writer (loaded by a Daemon that has a
+stream to kubelet; the port is bound before; so does what only its answers need, the probes and the
+report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
-the allocator's search (``allocation.policy`` and ``select``: a pool's topology is built before it
-streams, the search runs at kubelet's first GetPreferredAllocation)."""
+the allocator, topologies included (the whole ``allocation`` package: a pool streams with its
+topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``),
+and the other commands' modules (``run`` builds only its own parser)."""
 
 from __future__ import annotations
 
@@ -33,11 +35,16 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.pools.dkp",
     "hcs_deviceplugin.pools.nodegroup",
     "waitress",
+    "hcs_deviceplugin.observability.probes",  # /healthz, /readyz: loaded as the HTTP server is built
+    "hcs_deviceplugin.plugin.probe",
+    "hcs_deviceplugin.observability.report",  # /report: the same
     "hcs_deviceplugin.cdi.publisher",
     "difflib",
-    "hcs_deviceplugin.allocator",  # the search: loaded by the first GetPreferredAllocation
-    "hcs_deviceplugin.allocation.policy",
-    "hcs_deviceplugin.allocation.select",
+    "hcs_deviceplugin.observability.inspect",  # the inspect command's: run builds only its own parser
+    "hcs_deviceplugin.simulation",
+    "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
+    "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
+    "hcs_deviceplugin.layouts",  # partition layouts: loaded by the first apply with a Partition pool
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
@@ -45,13 +52,14 @@ ALLOWLIST = 'ConfigMapObject(name="gpu-device-plugin-a", data={"DP_ALLOWED_DEVIC
 
 
 def loaded_by_run(log_format: str = "text", configmap: str = NATIVE) -> list[str]:
-    """The modules loaded once ``run``'s code is imported, its logging set up and ``configmap`` parsed."""
+    """The modules loaded once ``run``'s code is imported, its command line read, its logging set up
+    and ``configmap`` parsed."""
     code = f"""
 import json, sys
 from hcs_deviceplugin import cli, runner
 from hcs_deviceplugin.pools.formats import parse_configmap
 from hcs_deviceplugin.pools.objects import ConfigMapObject
-cli.build_parser()
+cli.parse_arguments(["run"], {{}})
 cli.configure_logging({log_format!r}, "info")
 parse_configmap({configmap})
 print(json.dumps(sorted(sys.modules)))
