@@ -33,7 +33,7 @@ JsonObject = dict[str, Any]
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: only its fields are written to a spec
 class NodeFacts:
     """What the host says a device node is: ``c`` or ``b``, and its numbers."""
 

@@ -266,3 +266,66 @@ def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
         [sys.executable, "-c", REPR_PROBE], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+EQ_PROBE = """
+import dataclasses, json, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+
+def compiled(cls, method):
+    code = getattr(vars(cls).get(method), "__code__", None)
+    return code is not None and code.co_filename == "<string>"  # written by dataclass at class creation
+
+print(json.dumps(sorted(
+    f"{name}.{attr}{' (ordered)' if compiled(value, '__lt__') else ''}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    and (compiled(value, "__eq__") or compiled(value, "__lt__"))
+)))
+"""
+
+COMPARED_AT_RUN = {
+    # the model: pools, inventories and edits are diffed, cards and units kept in sets and dict keys
+    "hcs_deviceplugin.model.Card",
+    "hcs_deviceplugin.model.Partition",
+    "hcs_deviceplugin.model.Unit",
+    "hcs_deviceplugin.model.DeviceSelector",
+    "hcs_deviceplugin.model.Pool",
+    "hcs_deviceplugin.model.SharingRequest",
+    "hcs_deviceplugin.model.PoolSet",
+    "hcs_deviceplugin.model.DeviceNode",
+    "hcs_deviceplugin.model.Mount",
+    "hcs_deviceplugin.model.ContainerEdits",
+    "hcs_deviceplugin.model.Link",
+    "hcs_deviceplugin.model.LinkMatrix",
+    "hcs_deviceplugin.model.Inventory",
+    "hcs_deviceplugin.model.HealthEvent",
+    "hcs_deviceplugin.kubelet.podresources.DeviceAllocation",  # a List answer's set, compared to the last
+    "hcs_deviceplugin.holds.ProvisionalHold",  # the store writes holds only when they changed
+    "hcs_deviceplugin.plugin.state.Answer",
+    "hcs_deviceplugin.pools.conflicts.DeviceKey",  # dict keys
+    "hcs_deviceplugin.pools.errors.ConfigError",  # sources compare the errors they keep
+    "hcs_deviceplugin.pools.located.LocatedPool",
+    "hcs_deviceplugin.pools.native._Prefixes",  # a parse reuses the last pools only under equal prefixes
+    "hcs_deviceplugin.pools.node.NodeContext",
+    "hcs_deviceplugin.pools.objects.ConfigMapObject",
+    "hcs_deviceplugin.reconciler.DesiredPool",  # desired state is diffed against what runs
+    "hcs_deviceplugin.reconciler.HeldCard",
+}
+"""The dataclasses a start creates with a compiled ``__eq__`` (and ``__hash__``): those whose values
+are compared or hashed. None is ``order=True`` (four more methods at every start): a List answer is
+sorted by :meth:`DeviceAllocation.sort_key`. The CDI spec's ``NodeFacts``, the restart state, the
+NVIDIA edit options, PCI info and Xid policy are only read field by field: ``eq=False``."""
+
+
+def test_only_the_dataclasses_that_are_compared_compile_eq_and_none_compiles_order() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", EQ_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "hcs_deviceplugin.model.Card" in compiled  # the probe did load the start path
+    assert sorted(compiled - COMPARED_AT_RUN) == []

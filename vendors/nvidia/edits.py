@@ -41,7 +41,7 @@ needs it, so a start (which never allocates) does not load it."""
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared or hashed: only its fields are read
 class EditOptions:
     """How to describe devices to the container runtime; see the module docstring."""
 

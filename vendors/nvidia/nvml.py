@@ -222,7 +222,7 @@ def compute_capability(device: Device) -> tuple[int, int]:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: discovery reads its bus id and ids
 class PciInfo:
     """``nvmlPciInfo_t``: ``bus_id`` as NVML writes it (``00000000:17:00.0``), ids as packed by NVML."""
 
