@@ -32,7 +32,7 @@ from hcs_deviceplugin.backend import available_backend_names
 from hcs_deviceplugin.heap import defer_collection, resume_collection, settle_when
 from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.logsetup import LOG_LEVELS, configure_logging
-from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_label_key
+from hcs_deviceplugin.observability.labelkeys import DEFAULT_GPU_TYPE_KEY, is_label_key
 
 if TYPE_CHECKING:
     from hcs_deviceplugin.runner import RunSettings

@@ -11,7 +11,9 @@ report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
 the allocator, topologies included (the whole ``allocation`` package: a pool streams with its
 topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``),
-and the other commands' modules (``run`` builds only its own parser)."""
+and the other commands' modules (``run`` builds only its own parser), and the node labeler with
+the API paths it patches (only with ``--node-labels``; the label key flag is checked by
+:mod:`~hcs_deviceplugin.observability.labelkeys`)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
     "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
     "hcs_deviceplugin.layouts",  # partition layouts: loaded by the first apply with a Partition pool
+    "hcs_deviceplugin.observability.nodelabels",  # the labeler: only with --node-labels (off by default)
+    "hcs_deviceplugin.kubeapi",  # API paths and client: only with an API source, node labels or DRA
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
@@ -191,7 +195,7 @@ COMPILED_AT_IMPORT = {
     "hcs_deviceplugin.model._NON_LABEL",
     "hcs_deviceplugin.observability.exposition._LABEL_NAME",
     "hcs_deviceplugin.observability.exposition._METRIC_NAME",
-    "hcs_deviceplugin.observability.nodelabels._NAME",
+    "hcs_deviceplugin.observability.labelkeys._NAME",
     "hcs_deviceplugin.pools.names._DNS1123_LABEL_RE",
     "hcs_deviceplugin.pools.names._DNS1123_SUBDOMAIN_RE",
     "hcs_deviceplugin.pools.names._QUALIFIED_NAME_RE",
