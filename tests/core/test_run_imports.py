@@ -160,8 +160,9 @@ sockets.socket_name_for("gpu.deckhouse.io/a")
 print(json.dumps(sorted(sys.modules)))
 """
 
-NOT_AT_START = ("hashlib", "_hashlib", "secrets", "platform")
-"""OpenSSL's digests (about 5 ms) and platform (about 2 ms) are loaded by no module a default run
+NOT_AT_START = ("hashlib", "_hashlib", "secrets", "platform", "resource")
+"""OpenSSL's digests (about 5 ms), platform (about 2 ms) and resource (an extension module, 0.4 ms;
+the process metrics read the page size from ``os.sysconf``) are loaded by no module a default run
 starts with (the CDI writer, the metrics, the socket names); a long resource name loads hashlib."""
 
 
