@@ -39,6 +39,7 @@ from hcs_deviceplugin.pools.objects import ConfigMapObject
 if TYPE_CHECKING:
     from hcs_deviceplugin.dra.frontend import DraSetup
     from hcs_deviceplugin.kubeapi.client import KubeClient
+    from hcs_deviceplugin.kubeapi.settings import ApiSettings
     from hcs_deviceplugin.observability.nodelabels import NodeLabeler
 
 log = logging.getLogger(__name__)
@@ -51,17 +52,6 @@ class StartError(Exception):
     misspelt backend option, a missing pools directory) before anything is served; ``run`` prints
     it and exits with status 2.
     """
-
-
-@field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
-class ApiSettings:
-    """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
-
-    namespace: str
-    label_selector: str
-    in_cluster: bool = False
-    kubeconfig: Path | None = None
 
 
 @field_repr

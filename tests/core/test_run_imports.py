@@ -48,7 +48,7 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
     "hcs_deviceplugin.layouts",  # partition layouts: loaded by the first apply with a Partition pool
     "hcs_deviceplugin.observability.nodelabels",  # the labeler: only with --node-labels (off by default)
-    "hcs_deviceplugin.kubeapi",  # API paths and client: only with an API source, node labels or DRA
+    "hcs_deviceplugin.kubeapi",  # paths, client, ApiSettings: only with an API source, node labels or DRA
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
