@@ -19,7 +19,9 @@ run is split in two by what the daemon's stderr says, in the order it was writte
 * this process writes :data:`STREAMING_MARK` into the same file (opened for appending, shared with
   the daemon's stderr) the moment the kubelet simulator sees every pool registered and streaming
   with devices. An import whose line comes before the mark ended before kubelet had every pool;
-  the rest ran after it, until SIGTERM.
+  the rest ran after it, until SIGTERM. The daemon starts its after-start work (the settle
+  thread's allocator) once it has handed every first list over, a moment before the simulator has
+  read them all, so a few of those imports can fall before the mark: their thread says so.
 
 Each module's self time is the median over the rounds (0 in a round where it fell in the other
 part); groups add up the packages that matter (ours, each heavy dependency, the rest). What is not
