@@ -311,7 +311,6 @@ COMPARED_AT_RUN = {
     "hcs_deviceplugin.model.HealthEvent",
     "hcs_deviceplugin.kubelet.podresources.DeviceAllocation",  # a List answer's set, compared to the last
     "hcs_deviceplugin.holds.ProvisionalHold",  # the store writes holds only when they changed
-    "hcs_deviceplugin.plugin.state.Answer",
     "hcs_deviceplugin.pools.conflicts.DeviceKey",  # dict keys
     "hcs_deviceplugin.pools.errors.ConfigError",  # sources compare the errors they keep
     "hcs_deviceplugin.pools.located.LocatedPool",
@@ -324,7 +323,8 @@ COMPARED_AT_RUN = {
 """The dataclasses a start creates with a compiled ``__eq__`` (and ``__hash__``): those whose values
 are compared or hashed. None is ``order=True`` (four more methods at every start): a List answer is
 sorted by :meth:`DeviceAllocation.sort_key`. The CDI spec's ``NodeFacts``, the restart state, the
-NVIDIA edit options, PCI info and Xid policy are only read field by field: ``eq=False``."""
+NVIDIA edit options, PCI info and Xid policy are only read field by field, and an Allocate
+``Answer`` is kept in a dict by its request: ``eq=False``."""
 
 
 def test_only_the_dataclasses_that_are_compared_compile_eq_and_none_compiles_order() -> None:
