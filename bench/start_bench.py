@@ -120,11 +120,17 @@ def one_round(
 
 
 def timed_start(
-    root: Path, command: list[str], env: Mapping[str, str], names: set[str], stderr: IO[bytes] | None = None
+    root: Path,
+    command: list[str],
+    env: Mapping[str, str],
+    names: set[str],
+    stderr: IO[bytes] | None = None,
+    on_streaming: Callable[[], object] = lambda: None,
 ) -> tuple[float, float, float]:
     """Run ``command`` (a daemon whose plugin dir is ``root/dp``) on a fresh kubelet simulator;
     (exec → every pool in ``names`` registered and streaming with devices, its CPU time by then,
-    SIGTERM → exit)."""
+    SIGTERM → exit). ``on_streaming`` is called the moment the simulator sees every pool streaming
+    (:mod:`bench.start_imports` marks it in the daemon's stderr)."""
     shutil.rmtree(root / "dp", ignore_errors=True)
     shutil.rmtree(root / "state", ignore_errors=True)
     kubelet = KubeletSimulator(root / "dp", pod_resources_socket=root / "pr.sock")
@@ -141,6 +147,7 @@ def timed_start(
                 "every pool registered and streaming with devices",
             )
             started = time.monotonic() - began
+            on_streaming()
             cpu = cpu_seconds(proc.pid)
         finally:
             signalled = time.monotonic()

@@ -32,7 +32,7 @@ from hcs_deviceplugin.backend import available_backend_names
 from hcs_deviceplugin.heap import defer_collection, resume_collection, settle_when
 from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.logsetup import LOG_LEVELS, configure_logging
-from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, is_label_key
+from hcs_deviceplugin.observability.labelkeys import DEFAULT_GPU_TYPE_KEY, is_label_key
 
 if TYPE_CHECKING:
     from hcs_deviceplugin.runner import RunSettings
@@ -491,13 +491,13 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         )
     if (args.in_cluster or args.kubeconfig) and not args.kube_namespace:
         raise UsageError("--kube-namespace (or POD_NAMESPACE) is needed for the API source")
-    from hcs_deviceplugin.runner import ApiSettings, RunSettings
+    from hcs_deviceplugin.runner import RunSettings
 
-    api = (
-        ApiSettings(args.kube_namespace, args.kube_label_selector, args.in_cluster, args.kubeconfig)
-        if args.in_cluster or args.kubeconfig
-        else None
-    )
+    api = None
+    if args.in_cluster or args.kubeconfig:
+        from hcs_deviceplugin.kubeapi.settings import ApiSettings
+
+        api = ApiSettings(args.kube_namespace, args.kube_label_selector, args.in_cluster, args.kubeconfig)
     return RunSettings(
         plugin_dir=args.plugin_dir,
         pools_dir=args.pools_dir,

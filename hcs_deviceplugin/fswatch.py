@@ -55,8 +55,10 @@ DIRECTORY_EVENTS = (
 _EVENT_HEADER = struct.Struct("iIII")
 
 
+# Made and read within one read of the watch and its callback, on the watcher's thread: not
+# frozen, so a start compiles no __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class FsEvent:
     """One inotify event: the name inside the watched directory ("" for the directory itself)."""
 

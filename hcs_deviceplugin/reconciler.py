@@ -82,8 +82,10 @@ def dra_pools(pools: Mapping[str, DesiredPool]) -> dict[str, DesiredPool]:
     return {name: want for name, want in pools.items() if want.pool.api is PoolApi.DRA}
 
 
+# Made and read within one apply, on the applier's thread: not frozen, so a start compiles no
+# __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class Plan:
     """What the daemon must do to go from running to desired, pool by pool."""
 

@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: the store compares its cards and holds
 class RestartState:
     """Card id → where it was last advertised; provisional holds with wall-clock expiry."""
 

@@ -28,8 +28,8 @@ from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.model import PoolSet
 from hcs_deviceplugin.observability.http import DEFER_LIMIT, ObservabilityServer, ReportAccess
 from hcs_deviceplugin.observability.interceptor import LatencyInterceptor
+from hcs_deviceplugin.observability.labelkeys import DEFAULT_GPU_TYPE_KEY
 from hcs_deviceplugin.observability.metrics import Metrics
-from hcs_deviceplugin.observability.nodelabels import DEFAULT_GPU_TYPE_KEY, NodeLabeler
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.errors import ConfigError
@@ -39,6 +39,8 @@ from hcs_deviceplugin.pools.objects import ConfigMapObject
 if TYPE_CHECKING:
     from hcs_deviceplugin.dra.frontend import DraSetup
     from hcs_deviceplugin.kubeapi.client import KubeClient
+    from hcs_deviceplugin.kubeapi.settings import ApiSettings
+    from hcs_deviceplugin.observability.nodelabels import NodeLabeler
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +52,6 @@ class StartError(Exception):
     misspelt backend option, a missing pools directory) before anything is served; ``run`` prints
     it and exits with status 2.
     """
-
-
-@field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
-class ApiSettings:
-    """Where to watch pool ConfigMaps through the Kubernetes API (optional)."""
-
-    namespace: str
-    label_selector: str
-    in_cluster: bool = False
-    kubeconfig: Path | None = None
 
 
 @field_repr
@@ -237,6 +228,8 @@ class Runner:
         if settings.watch_node:
             self._add_node_watch()
         if settings.node_labels:
+            from hcs_deviceplugin.observability.nodelabels import NodeLabeler  # only with --node-labels
+
             self.labeler = NodeLabeler(
                 self._api(),
                 settings.node_name,

@@ -32,8 +32,10 @@ BIND_OPTIONS = ("nosuid", "nodev", "rbind")
 JsonObject = dict[str, Any]
 
 
+# Made and read within one spec write on one thread: not frozen, so a start compiles no __setattr__ or
+# __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(eq=False, repr=False)
 class NodeFacts:
     """What the host says a device node is: ``c`` or ``b``, and its numbers."""
 

@@ -31,8 +31,10 @@ def _frozen(mapping: Mapping[str, object] | None = None) -> Mapping[str, object]
     return MappingProxyType(dict(mapping or {}))
 
 
+# Made and read within one pass of the control loop, on its thread: not frozen, so a start compiles no
+# __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class Transition:
     """A card or partition whose health changed in this fold (logged and counted by the caller)."""
 
@@ -66,9 +68,9 @@ class NodeState:
         return merged
 
 
-@dataclass(
-    frozen=True, eq=False, repr=False
-)  # never compared or logged: no __eq__/__hash__/__repr__ to compile at start
+# Made and read within one pass of the control loop, on its thread: not frozen, so a start compiles no
+# __setattr__ or __delattr__ for it; never compared.
+@dataclass(eq=False, repr=False)  # never logged: no __repr__ either
 class Folded:
     """One event folded into the state: the new state, whether it changed, the health transitions."""
 

@@ -34,7 +34,6 @@ not what pools hand out: pools change often and are per-team, the hardware does 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -44,6 +43,12 @@ from typing import TYPE_CHECKING, Protocol
 from hcs_deviceplugin.kubeapi.paths import path_of
 from hcs_deviceplugin.lazyre import LazyPattern
 from hcs_deviceplugin.model import Card, Health
+from hcs_deviceplugin.observability.labelkeys import (
+    DEFAULT_GPU_TYPE_KEY,
+    DEFAULT_LABEL_PREFIX,
+    MAX_LABEL_VALUE,
+    is_label_key,
+)
 
 if TYPE_CHECKING:
     from hcs_deviceplugin.kubeapi.client import KubeClient
@@ -61,11 +66,6 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-DEFAULT_LABEL_PREFIX = "hcs.deckhouse.io/"
-DEFAULT_GPU_TYPE_KEY = "gpu-type"
-MAX_LABEL_VALUE = 63
-"""The apiserver's limit for a label value and for the name part of a key."""
-_MAX_PREFIX = 253
 _SUFFIXES = (".present", ".count", ".product")
 _MAX_VENDOR = MAX_LABEL_VALUE - max(map(len, _SUFFIXES))
 """A vendor name longer than this would make ``<vendor>.product`` an invalid key name."""
@@ -74,8 +74,6 @@ _PATCH_TYPE = "application/strategic-merge-patch+json"
 
 _NOT_LABEL_CHARS = LazyPattern(r"[^A-Za-z0-9._-]+")
 _UNTRIMMED = LazyPattern(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = LazyPattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def label_value(text: str, limit: int = MAX_LABEL_VALUE) -> str:
@@ -88,14 +86,6 @@ def label_value(text: str, limit: int = MAX_LABEL_VALUE) -> str:
     """
     replaced = _NOT_LABEL_CHARS.sub("-", text)
     return _UNTRIMMED.sub("", replaced[:limit])
-
-
-def is_label_key(key: str) -> bool:
-    """Whether the apiserver accepts ``key`` as a label key: ``[prefix/]name``, prefix a DNS subdomain."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > _MAX_PREFIX or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return len(name) <= MAX_LABEL_VALUE and bool(_NAME.match(name))
 
 
 def _most_common(values: Iterable[str]) -> str:

@@ -4,14 +4,15 @@ Same names, help texts, order and arithmetic as prometheus-client's ``ProcessCol
 dashboards built on them keep working: memory from ``/proc/<pid>/stat`` (virtual bytes; resident
 pages times the page size), start time as ``starttime`` clock ticks after boot plus the boot time
 from ``/proc/stat``, CPU as user plus system ticks, open descriptors by listing ``fd/`` and their
-limit from ``limits``. Where ``/proc`` cannot be read (not Linux) nothing is exposed, and a part
-that fails to read (a race with a closing descriptor) leaves only its own families out.
+limit from ``limits``; the page size from ``sysconf`` (the ``resource`` module, an extension
+loaded at every start, is not needed for it). Where ``/proc`` cannot be read (not Linux) nothing
+is exposed, and a part that fails to read (a race with a closing descriptor) leaves only its own
+families out.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -52,7 +53,7 @@ class ProcessCollector:
         self._proc = Path(proc)
         self._dir = self._proc / str(pid)
         self._ticks = _clock_ticks()
-        self._page_size = resource.getpagesize()
+        self._page_size = os.sysconf("SC_PAGE_SIZE")  # what resource.getpagesize() returns
         self._boot_time = _boot_time(self._proc)
 
     def describe(self) -> Iterable[Family]:

@@ -38,7 +38,7 @@ answered but not kept, so the book stays within ~4.5 MB whatever a client sends.
 
 
 @field_repr
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)  # kept in a dict by request, never compared
 class Answer:
     """One Allocate answer: the device ids of each container asked for, in kubelet's order (for the
     holds and the second look), and the ``AllocateResponse``, encoded once and sent as it is."""

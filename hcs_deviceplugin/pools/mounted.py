@@ -53,8 +53,10 @@ def is_pool_file_name(name: str) -> bool:
     return not name.startswith(".") and os.path.splitext(name)[1] in NATIVE_SUFFIXES
 
 
+# Made and read within one reload of the directory, on its thread: not frozen, so a start compiles no
+# __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class Listing:
     """What a pools directory holds: top-level pool files and mounted-ConfigMap sub-directories."""
 

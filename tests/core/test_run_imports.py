@@ -11,7 +11,9 @@ report), the CDI spec writer (loaded by a Daemon that has a
 ``--cdi-dir``, as it has by default), difflib (near misses, for a document with an unknown key) and
 the allocator, topologies included (the whole ``allocation`` package: a pool streams with its
 topology still to build, which ``run`` does once the pools stream; see ``test_run_loads_late``),
-and the other commands' modules (``run`` builds only its own parser)."""
+and the other commands' modules (``run`` builds only its own parser), and the node labeler with
+the API paths it patches (only with ``--node-labels``; the label key flag is checked by
+:mod:`~hcs_deviceplugin.observability.labelkeys`)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ NOT_AT_RUN = (
     "hcs_deviceplugin.allocator",  # loaded once the pools stream (Daemon.prepare_allocation)
     "hcs_deviceplugin.allocation",  # topology, links, hierarchy, units, the search: the same
     "hcs_deviceplugin.layouts",  # partition layouts: loaded by the first apply with a Partition pool
+    "hcs_deviceplugin.observability.nodelabels",  # the labeler: only with --node-labels (off by default)
+    "hcs_deviceplugin.kubeapi",  # paths, client, ApiSettings: only with an API source, node labels or DRA
 )
 
 NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools: []\\n"})'
@@ -156,8 +160,9 @@ sockets.socket_name_for("gpu.deckhouse.io/a")
 print(json.dumps(sorted(sys.modules)))
 """
 
-NOT_AT_START = ("hashlib", "_hashlib", "secrets", "platform")
-"""OpenSSL's digests (about 5 ms) and platform (about 2 ms) are loaded by no module a default run
+NOT_AT_START = ("hashlib", "_hashlib", "secrets", "platform", "resource")
+"""OpenSSL's digests (about 5 ms), platform (about 2 ms) and resource (an extension module, 0.4 ms;
+the process metrics read the page size from ``os.sysconf``) are loaded by no module a default run
 starts with (the CDI writer, the metrics, the socket names); a long resource name loads hashlib."""
 
 
@@ -191,7 +196,7 @@ COMPILED_AT_IMPORT = {
     "hcs_deviceplugin.model._NON_LABEL",
     "hcs_deviceplugin.observability.exposition._LABEL_NAME",
     "hcs_deviceplugin.observability.exposition._METRIC_NAME",
-    "hcs_deviceplugin.observability.nodelabels._NAME",
+    "hcs_deviceplugin.observability.labelkeys._NAME",
     "hcs_deviceplugin.pools.names._DNS1123_LABEL_RE",
     "hcs_deviceplugin.pools.names._DNS1123_SUBDOMAIN_RE",
     "hcs_deviceplugin.pools.names._QUALIFIED_NAME_RE",
@@ -266,3 +271,66 @@ def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
         [sys.executable, "-c", REPR_PROBE], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+EQ_PROBE = """
+import dataclasses, json, sys
+from hcs_deviceplugin import cli, runner
+from hcs_deviceplugin.cdi import publisher
+from vendors.nvidia import backend
+
+def compiled(cls, method):
+    code = getattr(vars(cls).get(method), "__code__", None)
+    return code is not None and code.co_filename == "<string>"  # written by dataclass at class creation
+
+print(json.dumps(sorted(
+    f"{name}.{attr}{' (ordered)' if compiled(value, '__lt__') else ''}"
+    for name, module in list(sys.modules.items())
+    if name.startswith(("hcs_deviceplugin", "vendors"))
+    for attr, value in vars(module).items()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    and (compiled(value, "__eq__") or compiled(value, "__lt__"))
+)))
+"""
+
+COMPARED_AT_RUN = {
+    # the model: pools, inventories and edits are diffed, cards and units kept in sets and dict keys
+    "hcs_deviceplugin.model.Card",
+    "hcs_deviceplugin.model.Partition",
+    "hcs_deviceplugin.model.Unit",
+    "hcs_deviceplugin.model.DeviceSelector",
+    "hcs_deviceplugin.model.Pool",
+    "hcs_deviceplugin.model.SharingRequest",
+    "hcs_deviceplugin.model.PoolSet",
+    "hcs_deviceplugin.model.DeviceNode",
+    "hcs_deviceplugin.model.Mount",
+    "hcs_deviceplugin.model.ContainerEdits",
+    "hcs_deviceplugin.model.Link",
+    "hcs_deviceplugin.model.LinkMatrix",
+    "hcs_deviceplugin.model.Inventory",
+    "hcs_deviceplugin.model.HealthEvent",
+    "hcs_deviceplugin.kubelet.podresources.DeviceAllocation",  # a List answer's set, compared to the last
+    "hcs_deviceplugin.holds.ProvisionalHold",  # the store writes holds only when they changed
+    "hcs_deviceplugin.pools.conflicts.DeviceKey",  # dict keys
+    "hcs_deviceplugin.pools.errors.ConfigError",  # sources compare the errors they keep
+    "hcs_deviceplugin.pools.located.LocatedPool",
+    "hcs_deviceplugin.pools.native._Prefixes",  # a parse reuses the last pools only under equal prefixes
+    "hcs_deviceplugin.pools.node.NodeContext",
+    "hcs_deviceplugin.pools.objects.ConfigMapObject",
+    "hcs_deviceplugin.reconciler.DesiredPool",  # desired state is diffed against what runs
+    "hcs_deviceplugin.reconciler.HeldCard",
+}
+"""The dataclasses a start creates with a compiled ``__eq__`` (and ``__hash__``): those whose values
+are compared or hashed. None is ``order=True`` (four more methods at every start): a List answer is
+sorted by :meth:`DeviceAllocation.sort_key`. The CDI spec's ``NodeFacts``, the restart state, the
+NVIDIA edit options, PCI info and Xid policy are only read field by field, and an Allocate
+``Answer`` is kept in a dict by its request: ``eq=False``."""
+
+
+def test_only_the_dataclasses_that_are_compared_compile_eq_and_none_compiles_order() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", EQ_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "hcs_deviceplugin.model.Card" in compiled  # the probe did load the start path
+    assert sorted(compiled - COMPARED_AT_RUN) == []

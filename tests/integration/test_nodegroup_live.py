@@ -12,12 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from hcs_deviceplugin.daemon import Daemon, DaemonConfig
+from hcs_deviceplugin.kubeapi.settings import ApiSettings
 from hcs_deviceplugin.plugin.server import Backoff
 from hcs_deviceplugin.pools.aggregate import PoolAggregator
 from hcs_deviceplugin.pools.directory import DirectoryPoolSource
 from hcs_deviceplugin.pools.node import NodeContext
 from hcs_deviceplugin.pools.nodegroup import NODE_CONFIG_LABEL, NODE_GROUP_LABEL
-from hcs_deviceplugin.runner import ApiSettings, Runner, RunSettings
+from hcs_deviceplugin.runner import Runner, RunSettings
 from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from tests.integration.conftest import WAIT, Node, card_pool, pool_doc, resource
 from tests.pools.fakeapiserver import FakeApiServer

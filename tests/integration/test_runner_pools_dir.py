@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hcs_deviceplugin.cli import DEFAULT_LABEL_SELECTOR
-from hcs_deviceplugin.runner import ApiSettings, Runner, RunSettings, StartError
+from hcs_deviceplugin.kubeapi.settings import ApiSettings
+from hcs_deviceplugin.runner import Runner, RunSettings, StartError
 from tests.integration.conftest import H100, WAIT, card_pool, pool_doc
 from tests.pools.fakeapiserver import FakeApiServer
 

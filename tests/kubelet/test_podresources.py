@@ -33,7 +33,7 @@ def test_every_listed_device_is_attributed_once_to_its_pod_and_container(
     answer: pr.ListPodResourcesResponse,
 ) -> None:
     allocations = allocations_of(answer)
-    assert list(allocations) == sorted(set(allocations))
+    assert list(allocations) == sorted(set(allocations), key=DeviceAllocation.sort_key)
     expected = {
         DeviceAllocation(pod.namespace, pod.name, c.name, d.resource_name, device)
         for pod in answer.pod_resources

@@ -18,6 +18,7 @@ import pytest
 from hcs_deviceplugin import cli
 from hcs_deviceplugin.kubeapi.client import KubeClient
 from hcs_deviceplugin.kubeapi.config import ClusterConfig
+from hcs_deviceplugin.kubeapi.settings import ApiSettings
 from hcs_deviceplugin.model import Card, Health, HealthEvent
 from hcs_deviceplugin.observability.nodelabels import (
     NodeLabeler,
@@ -25,7 +26,7 @@ from hcs_deviceplugin.observability.nodelabels import (
     label_value,
     node_labels,
 )
-from hcs_deviceplugin.runner import ApiSettings, Runner, RunSettings
+from hcs_deviceplugin.runner import Runner, RunSettings
 from tests.integration.conftest import H100 as H100_IDS
 from tests.integration.conftest import card_pool, pool_doc
 from tests.observability.conftest import scrape, value

@@ -67,7 +67,12 @@ def test_a_full_answer_book_starts_over_rather_than_growing() -> None:
         snapshot.remember(f"request {n}".encode(), Answer(((f"id{n}",),), Encoded(b"")))
     assert len(snapshot.answers) == MAX_ANSWERS
     snapshot.remember(b"one more", Answer((("u0",),), Encoded(b"\x0a\x00")))
-    assert snapshot.answers == {b"one more": Answer((("u0",),), Encoded(b"\x0a\x00"))}
+    [(request, kept)] = snapshot.answers.items()
+    assert (request, kept.containers, kept.response.SerializeToString()) == (
+        b"one more",
+        (("u0",),),
+        b"\x0a\x00",
+    )
 
 
 def test_a_request_too_long_to_keep_is_not_remembered() -> None:

@@ -41,7 +41,7 @@ needs it, so a start (which never allocates) does not load it."""
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared or hashed: only its fields are read
 class EditOptions:
     """How to describe devices to the container runtime; see the module docstring."""
 
@@ -110,8 +110,10 @@ def parse_edit_options(options: Mapping[str, str] | None, base: EditOptions | No
     return result
 
 
+# Made and read within one container_edits call on one thread: not frozen, so a start compiles
+# no __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class _Target:
     """One distinct card or MIG device a request touches."""
 

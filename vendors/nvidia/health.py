@@ -45,7 +45,7 @@ def _xid_list(text: str) -> frozenset[int]:
 
 
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared: the monitor asks is_critical
 class XidPolicy:
     """Which Xids make a device Unhealthy."""
 

@@ -221,8 +221,10 @@ def compute_capability(device: Device) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+# Made and read within one discovery on one thread: not frozen, so a start compiles no __setattr__ or
+# __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, repr=False)
+@dataclass(eq=False, repr=False)
 class PciInfo:
     """``nvmlPciInfo_t``: ``bus_id`` as NVML writes it (``00000000:17:00.0``), ids as packed by NVML."""
 
@@ -322,8 +324,10 @@ def is_mig_device(device: Device) -> bool:
 # ---------------------------------------------------------------------------------------------------
 
 
+# Made and read within one wait of the health monitor on its thread: not frozen, so a start
+# compiles no __setattr__ or __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class EventData:
     """``nvmlEventData_t``; ``device`` is the handle's address, comparable with :func:`address`."""
 

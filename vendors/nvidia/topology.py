@@ -50,8 +50,10 @@ def normalise_bus_id(bus_id: str) -> str:
     return text
 
 
+# Made and read within one discovery on one thread: not frozen, so a start compiles no __setattr__ or
+# __delattr__ for it; never compared.
 @field_repr
-@dataclass(frozen=True, eq=False, repr=False)  # never compared: no __eq__/__hash__ to compile at start
+@dataclass(eq=False, repr=False)
 class TopoCard:
     """A card as topology needs it: id, NVML handle, normalised PCI address."""
 
