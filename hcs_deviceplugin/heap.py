@@ -55,7 +55,11 @@ def settle_when(
     """On a thread: once ``ready(seconds)`` returns (the pools stream) and unless ``stop`` is set,
     ``prepare()`` (what a start leaves for later but the first calls would pay for; loaded before
     the freeze, so it is frozen too), then :func:`settle`, even if ``prepare`` failed: collection
-    must come back on whatever happens. Returns the started thread."""
+    must come back on whatever happens. Returns the started thread.
+
+    ``stop`` is looked at again after ``prepare``: a SIGTERM that came meanwhile skips the
+    collection, which holds the interpreter lock for some 30 ms on an 8-GPU node and would hold
+    up every thread of the stop behind it, for a heap the exit throws away."""
 
     def run() -> None:
         ready(SETTLE_WAIT_S)
@@ -66,6 +70,9 @@ def settle_when(
             prepare()
         except Exception:  # left for the first calls to do: logged, and the heap settled all the same
             log.exception("preparing for the first calls after the start failed")
+        if stop.is_set():
+            resume_collection()  # stopped while preparing: as above, no collection for the exit
+            return
         started = time.monotonic()
         frozen = settle()
         log.debug("froze %d start-up objects in %.1f ms", frozen, (time.monotonic() - started) * 1000)
