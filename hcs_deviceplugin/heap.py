@@ -40,6 +40,18 @@ def resume_collection() -> None:
     gc.enable()
 
 
+def stand_down() -> None:
+    """Collect automatically again, without the pass that would walk start-up's heap: a stop's way
+    out of the deferral.
+
+    Collection was off since start, so every object made since is still in the youngest
+    generation, and the first pass once it is back on walks them all: as long as the one full
+    collection of :func:`settle`, for a heap the exit throws away. Frozen first (which moves the
+    generations' lists, walking nothing), they are left alone."""
+    gc.freeze()
+    resume_collection()
+
+
 def settle() -> int:
     """Collect start-up's garbage, freeze what is left and collect automatically again from here;
     the number of objects frozen."""
@@ -70,8 +82,8 @@ def settle_when(
             prepare()
         except Exception:  # left for the first calls to do: logged, and the heap settled all the same
             log.exception("preparing for the first calls after the start failed")
-        if stop.is_set():
-            resume_collection()  # stopped while preparing: as above, no collection for the exit
+        if stop.is_set():  # stopped while preparing: no collection for the exit
+            stand_down()
             return
         started = time.monotonic()
         frozen = settle()

@@ -219,16 +219,18 @@ def prepare():
 
 defer_collection()
 settle_when(lambda timeout: True, stop, prepare).join(10)
-assert gc.get_freeze_count() == 0, gc.get_freeze_count()  # nothing settled for an exit
-assert 2 not in collections, collections  # and no full collection holding up the stop
-assert gc.isenabled()  # collecting as usual again, as after any stop
+assert collections == [], collections  # no collection for an exit
+# Collecting again, but start-up's objects, all still in the youngest generation, are frozen: the
+# first pass from here does not walk them all (a pass as long as the full one skipped).
+assert gc.isenabled() and gc.get_freeze_count() > 1000, gc.get_freeze_count()
 print("ok")
 """
 
 
 def test_a_stop_while_preparing_skips_the_collection() -> None:
     """The one full collection holds the interpreter lock for tens of milliseconds; a SIGTERM that
-    came while the pools' topologies were being built must not wait behind it."""
+    came while the pools' topologies were being built must not wait behind it, nor behind the first
+    young-generation pass once collection is back on, which would walk the same objects."""
     out = subprocess.run(
         [sys.executable, "-c", STOPPED_WHILE_PREPARING_PROBE],
         check=False,
