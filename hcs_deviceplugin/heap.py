@@ -75,8 +75,8 @@ def settle_when(
 
     def run() -> None:
         ready(SETTLE_WAIT_S)
-        if stop.is_set():
-            resume_collection()  # stopping: nothing to settle, and nothing left to defer for
+        if stop.is_set():  # stopping: nothing to settle, and nothing left to defer for
+            stand_down()
             return
         try:
             prepare()

@@ -48,7 +48,9 @@ assert garbage() is None
 stopped = threading.Event(); stopped.set()
 gc.unfreeze()
 settle_when(ready, stopped, prepare).join(10)
-assert gc.get_freeze_count() == 0  # a daemon stopping before its pools stream settles nothing
+# A daemon stopping before its pools stream settles nothing, but stands down: start-up's heap is
+# frozen, so that the first pass once collection is back on does not walk it.
+assert gc.get_freeze_count() > 1000, gc.get_freeze_count()
 assert len(prepared) == 1  # and prepares nothing
 print("ok")
 """
