@@ -40,6 +40,18 @@ def resume_collection() -> None:
     gc.enable()
 
 
+def stand_down() -> None:
+    """Collect automatically again, without the pass that would walk start-up's heap: a stop's way
+    out of the deferral.
+
+    Collection was off since start, so every object made since is still in the youngest
+    generation, and the first pass once it is back on walks them all: as long as the one full
+    collection of :func:`settle`, for a heap the exit throws away. Frozen first (which moves the
+    generations' lists, walking nothing), they are left alone."""
+    gc.freeze()
+    resume_collection()
+
+
 def settle() -> int:
     """Collect start-up's garbage, freeze what is left and collect automatically again from here;
     the number of objects frozen."""
@@ -55,17 +67,24 @@ def settle_when(
     """On a thread: once ``ready(seconds)`` returns (the pools stream) and unless ``stop`` is set,
     ``prepare()`` (what a start leaves for later but the first calls would pay for; loaded before
     the freeze, so it is frozen too), then :func:`settle`, even if ``prepare`` failed: collection
-    must come back on whatever happens. Returns the started thread."""
+    must come back on whatever happens. Returns the started thread.
+
+    ``stop`` is looked at again after ``prepare``: a SIGTERM that came meanwhile skips the
+    collection, which holds the interpreter lock for some 30 ms on an 8-GPU node and would hold
+    up every thread of the stop behind it, for a heap the exit throws away."""
 
     def run() -> None:
         ready(SETTLE_WAIT_S)
-        if stop.is_set():
-            resume_collection()  # stopping: nothing to settle, and nothing left to defer for
+        if stop.is_set():  # stopping: nothing to settle, and nothing left to defer for
+            stand_down()
             return
         try:
             prepare()
         except Exception:  # left for the first calls to do: logged, and the heap settled all the same
             log.exception("preparing for the first calls after the start failed")
+        if stop.is_set():  # stopped while preparing: no collection for the exit
+            stand_down()
+            return
         started = time.monotonic()
         frozen = settle()
         log.debug("froze %d start-up objects in %.1f ms", frozen, (time.monotonic() - started) * 1000)
