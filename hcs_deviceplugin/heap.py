@@ -66,15 +66,18 @@ def settle_when(
 ) -> threading.Thread:
     """On a thread: once ``ready(seconds)`` returns (the pools stream) and unless ``stop`` is set,
     ``prepare()`` (what a start leaves for later but the first calls would pay for; loaded before
-    the freeze, so it is frozen too), then :func:`settle`, even if ``prepare`` failed: collection
-    must come back on whatever happens. Returns the started thread.
+    the freeze, so it is frozen too), then :func:`settle`, even if ``ready`` (taken as timed out)
+    or ``prepare`` failed: collection must come back on whatever happens. Returns the started thread.
 
     ``stop`` is looked at again after ``prepare``: a SIGTERM that came meanwhile skips the
     collection, which holds the interpreter lock for some 30 ms on an 8-GPU node and would hold
     up every thread of the stop behind it, for a heap the exit throws away."""
 
     def run() -> None:
-        ready(SETTLE_WAIT_S)
+        try:
+            ready(SETTLE_WAIT_S)
+        except Exception:  # as if it timed out: this thread alone turns collection back on
+            log.exception("waiting for the pools to stream failed; settling the heap all the same")
         if stop.is_set():  # stopping: nothing to settle, and nothing left to defer for
             stand_down()
             return

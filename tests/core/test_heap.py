@@ -242,3 +242,28 @@ def test_a_stop_while_preparing_skips_the_collection() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+FAILED_READY_PROBE = """
+import gc, threading
+from hcs_deviceplugin.heap import defer_collection, settle_when
+
+def ready(timeout):
+    raise RuntimeError("a bug in the wait for the pools to stream")
+
+defer_collection()
+settle_when(ready, threading.Event()).join(10)
+assert gc.isenabled(), "collection left off for good"
+print("ok")
+"""
+
+
+def test_a_failed_wait_for_streaming_still_turns_collection_back_on() -> None:
+    """The settle thread is the only thing that turns collection back on in a run: whatever fails
+    on it, the wait for the pools included, must not leave the daemon never collecting again."""
+    out = subprocess.run(
+        [sys.executable, "-c", FAILED_READY_PROBE], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    assert "waiting for the pools to stream failed" in out.stderr
