@@ -7,6 +7,7 @@ import os
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -89,6 +90,21 @@ def test_each_nvswitch_is_asked_its_type_once(
     assert calls["nvmlDeviceGetNvLinkRemoteDeviceType"] == 4
     ids = [c.id for c in inventory.cards]
     assert inventory.links.between(ids[0], ids[7])[0] == Link(LinkKind.NVLINK, count=18, bandwidth_gbps=450.0)
+
+
+def test_a_placeholder_remote_address_is_asked_its_type_per_link(nvidia: Harness) -> None:
+    """Links whose far end the driver reports as 0000:00:00.0 are not one device: card 0's first link
+    ends on something that is not a switch, every other link on an NVSwitch, all at that address.
+    Sharing the first answer by address would count no switch link on any card."""
+    node = dgx_h100_node("switch")
+    gpus = cast("list[dict[str, list[dict[str, str]]]]", node["gpus"])
+    for gpu in gpus:
+        gpu["nvlinks"] = [{**link, "remote": "00000000:00:00.0"} for link in gpu["nvlinks"]]
+    gpus[0]["nvlinks"][0]["type"] = "gpu"
+    inventory = nvidia.backend(nvidia.node(node)).discover()
+    ids = [c.id for c in inventory.cards]
+    assert inventory.links.between(ids[0], ids[7])[0] == Link(LinkKind.NVLINK, count=17, bandwidth_gbps=425.0)
+    assert inventory.links.between(ids[1], ids[7])[0] == Link(LinkKind.NVLINK, count=18, bandwidth_gbps=450.0)
 
 
 def test_dgx_direct_mesh_links(nvidia: Harness) -> None:

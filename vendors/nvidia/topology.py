@@ -35,6 +35,17 @@ LEVEL_KINDS: dict[int, LinkKind] = {
 NVLINK_GBPS: dict[int, float] = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
 
 
+PLACEHOLDER_ADDRESSES = frozenset({"", "0000:00:00.0"})
+"""Remote PCI addresses that name no one device: a driver or hypervisor that cannot say where a link
+ends may report zeros (or nothing) for every such link, whatever is at the far end."""
+
+
+def names_a_device(address: str) -> bool:
+    """Whether a link's remote PCI address (normalised) is one device's, so that its far-end type,
+    asked once, holds for every link ending there; a placeholder is asked per link."""
+    return address not in PLACEHOLDER_ADDRESSES
+
+
 def normalise_bus_id(bus_id: str) -> str:
     """``00000000:17:00.0`` → ``0000:17:00.0`` (lower case, 4-digit domain), the sysfs and pool form."""
     text = bus_id.strip().lower()
@@ -99,12 +110,15 @@ def _walk_nvlinks(card: TopoCard, by_address: dict[str, str], far_types: dict[st
         if peer is not None and peer != card.id:
             found.peers[peer] += 1
             continue
-        if remote not in far_types:
+        far_type = far_types.get(remote) if names_a_device(remote) else None
+        if far_type is None:
             try:
-                far_types[remote] = nvml.nvlink_remote_type(card.handle, link)
+                far_type = nvml.nvlink_remote_type(card.handle, link)
             except nvml.NvmlError:
                 continue  # unknown far end: not a card of ours, so no card-to-card link
-        if far_types[remote] == nvml.NVLINK_DEVICE_TYPE_SWITCH:
+            if names_a_device(remote):
+                far_types[remote] = far_type
+        if far_type == nvml.NVLINK_DEVICE_TYPE_SWITCH:
             found.switch_links += 1
     return found
 
