@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 NOT_AT_RUN = (
     "hcs_deviceplugin.dra",
@@ -55,6 +56,12 @@ NATIVE = 'ConfigMapObject(name="pools", data={"pools.yaml": "version: v1\\npools
 ALLOWLIST = 'ConfigMapObject(name="gpu-device-plugin-a", data={"DP_ALLOWED_DEVICES": ""})'
 
 
+def probe(code: str) -> Any:
+    """What a fresh interpreter running ``code`` printed last, as JSON."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 def loaded_by_run(log_format: str = "text", configmap: str = NATIVE) -> list[str]:
     """The modules loaded once ``run``'s code is imported, its command line read, its logging set up
     and ``configmap`` parsed."""
@@ -68,8 +75,7 @@ cli.configure_logging({log_format!r}, "info")
 parse_configmap({configmap})
 print(json.dumps(sorted(sys.modules)))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    loaded: list[str] = json.loads(out.stdout.splitlines()[-1])
+    loaded: list[str] = probe(code)
     return loaded
 
 
@@ -96,10 +102,7 @@ NOT_WITH_API = ("kubernetes", "urllib3", "requests", "oauthlib", "dateutil", "we
 
 
 def test_the_api_source_loads_no_third_party_http_stack() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", API_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded = json.loads(out.stdout)
+    loaded = probe(API_PROBE)
     assert "hcs_deviceplugin.kubeapi.client" in loaded
     unwanted = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_WITH_API)]
     assert unwanted == []
@@ -134,10 +137,7 @@ print(json.dumps(sorted(sys.modules)))
 def test_a_dra_node_serves_its_sockets_without_grpcio() -> None:
     """The runner's DRA modules, a plugin server started with its health stream and kubelet's first
     call answered: grpcio (75 ms of start-up, 20 MiB) is still not loaded."""
-    out = subprocess.run(
-        [sys.executable, "-c", DRA_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded = json.loads(out.stdout.splitlines()[-1])
+    loaded = probe(DRA_PROBE)
     assert "hcs_deviceplugin.dra.server" in loaded and "hcs_deviceplugin.rpc.server" in loaded
     assert [m for m in loaded if m == "grpc" or m.startswith("grpc.")] == []
 
@@ -167,10 +167,7 @@ starts with (the CDI writer, the metrics, the socket names); a long resource nam
 
 
 def test_a_default_start_loads_neither_openssl_digests_nor_platform() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", START_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded = set(json.loads(out.stdout))
+    loaded = set(probe(START_PROBE))
     assert "hcs_deviceplugin.cdi.files" in loaded
     assert sorted(loaded & set(NOT_AT_START)) == []
 
@@ -213,10 +210,7 @@ compiled when first used (a PCI address in a pool, a DRA driver name, a label to
 
 
 def test_a_start_compiles_at_import_only_the_patterns_every_start_uses() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", PATTERN_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    compiled = set(probe(PATTERN_PROBE))
     assert "hcs_deviceplugin.rpc.http2._FIELD_NAME" in compiled  # the probe did load the start path
     assert sorted(compiled - COMPILED_AT_IMPORT) == []
 
@@ -241,10 +235,7 @@ print(json.dumps(generated))
 def test_every_dataclass_a_start_creates_has_a_docstring() -> None:
     """``dataclass`` writes a missing docstring from ``inspect.signature`` (some 60 µs a class at
     every start); a docstring that says why the class exists costs nothing."""
-    out = subprocess.run(
-        [sys.executable, "-c", DOC_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert probe(DOC_PROBE) == []
 
 
 REPR_PROBE = """
@@ -267,10 +258,7 @@ print(json.dumps(compiled))
 
 def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
     """Each is ``repr=False`` (never logged) or ``@field_repr``: no ``__repr__`` is compiled per class."""
-    out = subprocess.run(
-        [sys.executable, "-c", REPR_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert probe(REPR_PROBE) == []
 
 
 EQ_PROBE = """
@@ -328,9 +316,6 @@ NVIDIA edit options, PCI info and Xid policy are only read field by field, and a
 
 
 def test_only_the_dataclasses_that_are_compared_compile_eq_and_none_compiles_order() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", EQ_PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    compiled = set(json.loads(out.stdout.splitlines()[-1]))
+    compiled = set(probe(EQ_PROBE))
     assert "hcs_deviceplugin.model.Card" in compiled  # the probe did load the start path
     assert sorted(compiled - COMPARED_AT_RUN) == []

@@ -19,34 +19,29 @@ def _no_sleeping(_seconds: float) -> None:
     raise AssertionError("wait_exit polled on a clock (time.sleep) instead of waiting for the exit")
 
 
-def test_wait_exit_is_woken_by_the_exit_not_a_polling_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+def exit_seen_without_sleeping(monkeypatch: pytest.MonkeyPatch) -> int:
+    """``wait_exit`` on a child that exits 3 once its stdin closes, with ``time.sleep`` forbidden:
+    ``Popen.wait(timeout=...)`` loops on it; a pidfd (or a waitpid thread) never sleeps."""
     child = subprocess.Popen([sys.executable, "-c", WAIT_FOR_STDIN], stdin=subprocess.PIPE)
     assert child.stdin is not None
-    # Popen.wait(timeout=...) loops on time.sleep; a pidfd (or a waitpid thread) never sleeps.
     monkeypatch.setattr(time, "sleep", _no_sleeping)
     try:
         child.stdin.close()  # the child reads EOF and exits 3
-        assert wait_exit(child, 30) == 3
+        return wait_exit(child, 30)
     finally:
         monkeypatch.undo()
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_wait_exit_is_woken_by_the_exit_not_a_polling_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert exit_seen_without_sleeping(monkeypatch) == 3
 
 
 def test_wait_exit_without_pidfd_waits_on_a_reaper_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    child = subprocess.Popen([sys.executable, "-c", WAIT_FOR_STDIN], stdin=subprocess.PIPE)
-    assert child.stdin is not None
     monkeypatch.delattr(os, "pidfd_open", raising=False)
-    monkeypatch.setattr(time, "sleep", _no_sleeping)
-    try:
-        child.stdin.close()
-        assert wait_exit(child, 30) == 3
-    finally:
-        monkeypatch.undo()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    assert exit_seen_without_sleeping(monkeypatch) == 3
 
 
 def test_wait_exit_gives_up_after_its_timeout() -> None:
