@@ -22,6 +22,18 @@ from hcs_deviceplugin.simulation.configmap_volume import write_configmap_volume
 from tests.integration.conftest import H100, WAIT, card_pool, end_daemon_run, pool_doc, resource
 from tests.integration.test_cli import free_port
 
+
+def child_says_ok(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (freezing and disabling collection are process-wide) and
+    check that it got to its last line, ``print("ok")``; its output, for what it logged."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    return out
+
+
 PROBE = """
 import gc, threading, weakref
 from hcs_deviceplugin.heap import settle_when
@@ -57,11 +69,7 @@ print("ok")
 
 
 def test_settle_collects_then_freezes_once_ready_and_not_when_stopping() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    child_says_ok(PROBE)
 
 
 DEFER_PROBE = """
@@ -81,11 +89,7 @@ print("ok")
 
 
 def test_collection_deferred_until_settled_or_stopping() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", DEFER_PROBE], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    child_says_ok(DEFER_PROBE)
 
 
 WATCHED_RUN = """
@@ -200,11 +204,7 @@ print("ok")
 def test_a_failed_preparation_still_settles_and_collects_again() -> None:
     """What ``prepare`` does (the allocator, the pools' topologies) is left for the first calls if it
     fails; collection must come back on all the same, or the daemon would never collect again."""
-    out = subprocess.run(
-        [sys.executable, "-c", FAILED_PREPARE_PROBE], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    out = child_says_ok(FAILED_PREPARE_PROBE)
     assert "preparing for the first calls after the start failed" in out.stderr
 
 
@@ -233,15 +233,7 @@ def test_a_stop_while_preparing_skips_the_collection() -> None:
     """The one full collection holds the interpreter lock for tens of milliseconds; a SIGTERM that
     came while the pools' topologies were being built must not wait behind it, nor behind the first
     young-generation pass once collection is back on, which would walk the same objects."""
-    out = subprocess.run(
-        [sys.executable, "-c", STOPPED_WHILE_PREPARING_PROBE],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    child_says_ok(STOPPED_WHILE_PREPARING_PROBE)
 
 
 FAILED_READY_PROBE = """
@@ -261,9 +253,5 @@ print("ok")
 def test_a_failed_wait_for_streaming_still_turns_collection_back_on() -> None:
     """The settle thread is the only thing that turns collection back on in a run: whatever fails
     on it, the wait for the pools included, must not leave the daemon never collecting again."""
-    out = subprocess.run(
-        [sys.executable, "-c", FAILED_READY_PROBE], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    out = child_says_ok(FAILED_READY_PROBE)
     assert "waiting for the pools to stream failed" in out.stderr

@@ -215,53 +215,7 @@ def test_a_start_compiles_at_import_only_the_patterns_every_start_uses() -> None
     assert sorted(compiled - COMPILED_AT_IMPORT) == []
 
 
-DOC_PROBE = """
-import dataclasses, json, sys
-from hcs_deviceplugin import cli, runner
-from hcs_deviceplugin.cdi import publisher
-from vendors.nvidia import backend
-generated = sorted(
-    f"{name}.{attr}"
-    for name, module in list(sys.modules.items())
-    if name.startswith(("hcs_deviceplugin", "vendors"))
-    for attr, value in vars(module).items()
-    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
-    and (value.__doc__ or "").startswith(value.__name__ + "(")
-)
-print(json.dumps(generated))
-"""
-
-
-def test_every_dataclass_a_start_creates_has_a_docstring() -> None:
-    """``dataclass`` writes a missing docstring from ``inspect.signature`` (some 60 µs a class at
-    every start); a docstring that says why the class exists costs nothing."""
-    assert probe(DOC_PROBE) == []
-
-
-REPR_PROBE = """
-import dataclasses, json, sys
-from hcs_deviceplugin import cli, runner
-from hcs_deviceplugin.cdi import publisher
-from vendors.nvidia import backend
-compiled = sorted(
-    f"{name}.{attr}"
-    for name, module in list(sys.modules.items())
-    if name.startswith(("hcs_deviceplugin", "vendors"))
-    for attr, value in vars(module).items()
-    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
-    and getattr(getattr(value.__repr__, "__wrapped__", None), "__code__", None) is not None
-    and value.__repr__.__wrapped__.__code__.co_filename == "<string>"  # compiled from dataclass's source
-)
-print(json.dumps(compiled))
-"""
-
-
-def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
-    """Each is ``repr=False`` (never logged) or ``@field_repr``: no ``__repr__`` is compiled per class."""
-    assert probe(REPR_PROBE) == []
-
-
-EQ_PROBE = """
+START_DATACLASSES = """
 import dataclasses, json, sys
 from hcs_deviceplugin import cli, runner
 from hcs_deviceplugin.cdi import publisher
@@ -271,15 +225,59 @@ def compiled(cls, method):
     code = getattr(vars(cls).get(method), "__code__", None)
     return code is not None and code.co_filename == "<string>"  # written by dataclass at class creation
 
+def start_dataclasses():
+    return [
+        (f"{name}.{attr}", value)
+        for name, module in list(sys.modules.items())
+        if name.startswith(("hcs_deviceplugin", "vendors"))
+        for attr, value in vars(module).items()
+        if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
+    ]
+"""
+"""A probe's first part: the dataclasses of ours a start creates (run's modules, the CDI writer, the
+NVIDIA backend), as ``(module.Class, class)``, and whether dataclass compiled a class's method."""
+
+DOC_PROBE = (
+    START_DATACLASSES
+    + """
+print(json.dumps(sorted(n for n, c in start_dataclasses() if (c.__doc__ or "").startswith(c.__name__ + "("))))
+"""
+)
+
+
+def test_every_dataclass_a_start_creates_has_a_docstring() -> None:
+    """``dataclass`` writes a missing docstring from ``inspect.signature`` (some 60 µs a class at
+    every start); a docstring that says why the class exists costs nothing."""
+    assert probe(DOC_PROBE) == []
+
+
+REPR_PROBE = (
+    START_DATACLASSES
+    + """
 print(json.dumps(sorted(
-    f"{name}.{attr}{' (ordered)' if compiled(value, '__lt__') else ''}"
-    for name, module in list(sys.modules.items())
-    if name.startswith(("hcs_deviceplugin", "vendors"))
-    for attr, value in vars(module).items()
-    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name
-    and (compiled(value, "__eq__") or compiled(value, "__lt__"))
+    n for n, c in start_dataclasses()
+    if getattr(getattr(c.__repr__, "__wrapped__", None), "__code__", None) is not None
+    and c.__repr__.__wrapped__.__code__.co_filename == "<string>"  # compiled from dataclass's source
 )))
 """
+)
+
+
+def test_no_dataclass_a_start_creates_compiles_its_own_repr() -> None:
+    """Each is ``repr=False`` (never logged) or ``@field_repr``: no ``__repr__`` is compiled per class."""
+    assert probe(REPR_PROBE) == []
+
+
+EQ_PROBE = (
+    START_DATACLASSES
+    + """
+print(json.dumps(sorted(
+    f"{n}{' (ordered)' if compiled(c, '__lt__') else ''}"
+    for n, c in start_dataclasses()
+    if compiled(c, "__eq__") or compiled(c, "__lt__")
+)))
+"""
+)
 
 COMPARED_AT_RUN = {
     # the model: pools, inventories and edits are diffed, cards and units kept in sets and dict keys
