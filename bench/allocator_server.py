@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from hcs_deviceplugin.allocation import Topology
 from hcs_deviceplugin.heap import settle
 from hcs_deviceplugin.model import ContainerEdits, Pool
 from hcs_deviceplugin.plugin.server import PluginServer
 from hcs_deviceplugin.plugin.sockets import socket_answers
+from hcs_deviceplugin.plugin.topology import PoolTopology
 from tests.allocator.islands import island_node
 
 
@@ -31,7 +31,7 @@ def main(cards: int, slices: int, root: Path) -> None:
         list(units.values()),
         root,
         lambda _pool, _units: ContainerEdits(),
-        topology=Topology.build(node.cards, node.links),
+        topology=PoolTopology(node.cards, node.links, list(units.values())),
     )
     server.start()
     try:
@@ -40,7 +40,8 @@ def main(cards: int, slices: int, root: Path) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{server.socket_path} does not answer")
             time.sleep(0.01)
-        settle()  # as ``run`` does once its pools stream
+        server.prepare_allocation()  # as ``run`` does once its pools stream, then settles
+        settle()
         print(server.socket_path, flush=True)
         sys.stdin.read()
     finally:

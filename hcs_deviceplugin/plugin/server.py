@@ -27,7 +27,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hcs_deviceplugin.fieldrepr import field_repr
 from hcs_deviceplugin.kubelet.registration import (
@@ -52,9 +51,6 @@ from hcs_deviceplugin.plugin.state import PoolState
 from hcs_deviceplugin.plugin.topology import PoolTopology
 from hcs_deviceplugin.rpc.calls import Interceptor
 from hcs_deviceplugin.rpc.server import RpcServer
-
-if TYPE_CHECKING:
-    from hcs_deviceplugin.allocation.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +113,12 @@ class PluginServer:
         on_status: Callable[[], None] | None = None,
         backoff: Backoff | None = None,
         interceptors: Sequence[Interceptor] = (),
-        topology: Topology | PoolTopology | None = None,
+        topology: PoolTopology | None = None,
         on_registered: Callable[[int], None] | None = None,
     ) -> None:
         self.state = PoolState(pool, units)
         if topology is not None:
-            self.state.update(pool, units, PoolTopology.of(topology))
+            self.state.update(pool, units, topology)
         self._interceptors = tuple(interceptors)
         self.plugin_dir = plugin_dir
         self.socket_path = plugin_dir / socket_name_for(pool.resource_name)
@@ -206,13 +202,11 @@ class PluginServer:
             return "register"  # fresh server, not yet registered: registering it is all that is left
         return "restart"  # registered with an older kubelet: its stream may live, so start clean
 
-    def update(
-        self, pool: Pool, units: Sequence[Unit], topology: Topology | PoolTopology | None = None
-    ) -> bool:
+    def update(self, pool: Pool, units: Sequence[Unit], topology: PoolTopology | None = None) -> bool:
         """Advertise new units on the live stream; True if the advertised list changed."""
         if pool.resource_name != self.resource_name:
             raise ValueError("resource name changed: the daemon must replace the server instead")
-        return self.state.update(pool, units, PoolTopology.of(topology) if topology is not None else None)
+        return self.state.update(pool, units, topology)
 
     def prepare_allocation(self) -> None:
         """Build what GetPreferredAllocation reads of the current snapshot (its topology included)

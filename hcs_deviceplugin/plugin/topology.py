@@ -40,16 +40,6 @@ class PoolTopology:
         self._built: Topology | None = None
         self._lock = threading.Lock()
 
-    @classmethod
-    def of(cls, topology: Topology | PoolTopology) -> PoolTopology:
-        """``topology`` as a pool keeps it: a built :class:`Topology` (a caller that built its own)
-        is wrapped as it is."""
-        if isinstance(topology, PoolTopology):
-            return topology
-        kept = cls()
-        kept._built, kept._inputs = topology, None
-        return kept
-
     @property
     def built(self) -> bool:
         return self._built is not None
@@ -64,7 +54,7 @@ class PoolTopology:
             if self._built is None:
                 from hcs_deviceplugin.allocation.topology import Topology
 
-                assert self._inputs is not None  # only a built topology has none
+                assert self._inputs is not None  # dropped only once built
                 cards, links, units = self._inputs
                 self._built = Topology.build(cards, links, units)
                 self._inputs = None  # the topology keeps what it needs of them

@@ -20,10 +20,3 @@ def test_built_on_first_use_once_and_as_the_allocator_builds_it() -> None:
     assert pending.built and pending.get() is built
     fresh = Topology.build(CARDS, LINKS, UNITS)
     assert (built.position, built.pair, built.levels) == (fresh.position, fresh.pair, fresh.levels)
-
-
-def test_a_built_topology_is_kept_as_it_is() -> None:
-    fresh = Topology.build(CARDS, LINKS, UNITS)
-    kept = PoolTopology.of(fresh)
-    assert kept.built and kept.get() is fresh
-    assert PoolTopology.of(kept) is kept
